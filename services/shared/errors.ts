@@ -1,0 +1,127 @@
+// The closed error taxonomy. Every layer throws AppError; the edge maps it to HTTP and the gRPC
+// layer to a gRPC status, each in exactly one place.
+
+export const ErrorKind = {
+  invalid_argument: 'invalid_argument',
+  unauthenticated: 'unauthenticated',
+  permission_denied: 'permission_denied',
+  not_found: 'not_found',
+  conflict: 'conflict',
+  too_many_requests: 'too_many_requests',
+  payload_too_large: 'payload_too_large',
+  unavailable: 'unavailable',
+  internal: 'internal',
+} as const;
+export type ErrorKind = (typeof ErrorKind)[keyof typeof ErrorKind];
+
+export interface ErrorSource {
+  pointer?: string;
+  parameter?: string;
+  line?: number;
+  resource?: string;
+}
+
+export interface ErrorDetail {
+  title: string;
+  details?: string;
+  source?: ErrorSource;
+}
+
+/** The spec's error body. */
+export interface ErrorBody {
+  message: string;
+  errors: ErrorDetail[];
+  StatusCode: number;
+}
+
+export const httpStatusOf: Record<ErrorKind, number> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  conflict: 409,
+  too_many_requests: 429,
+  payload_too_large: 413,
+  unavailable: 503,
+  internal: 500,
+};
+
+export class AppError extends Error {
+  readonly kind: ErrorKind;
+  readonly errors: ErrorDetail[];
+  /** Seconds, for too_many_requests. */
+  readonly retryAfter?: number;
+
+  constructor(kind: ErrorKind, message: string, errors: ErrorDetail[] = [], retryAfter?: number) {
+    super(message);
+    this.name = 'AppError';
+    this.kind = kind;
+    this.errors = errors.length > 0 ? errors : [{ title: titleOf(kind), details: message }];
+    if (retryAfter !== undefined) this.retryAfter = retryAfter;
+  }
+
+  get status(): number {
+    return httpStatusOf[this.kind];
+  }
+
+  toBody(): ErrorBody {
+    return { message: this.message, errors: this.errors, StatusCode: this.status };
+  }
+
+  /** Rebuilds an AppError from a body that crossed a process boundary (gRPC between nodes). */
+  static fromBody(kind: ErrorKind, body: ErrorBody, retryAfter?: number): AppError {
+    return new AppError(kind, body.message, body.errors, retryAfter);
+  }
+}
+
+function titleOf(kind: ErrorKind): string {
+  switch (kind) {
+    case 'invalid_argument':
+      return 'Bad Request';
+    case 'unauthenticated':
+      return 'Unauthorized';
+    case 'permission_denied':
+      return 'Forbidden';
+    case 'not_found':
+      return 'Not Found';
+    case 'conflict':
+      return 'Conflict';
+    case 'too_many_requests':
+      return 'Too Many Requests';
+    case 'payload_too_large':
+      return 'Payload Too Large';
+    case 'unavailable':
+      return 'Service Unavailable';
+    case 'internal':
+      return 'Internal Server Error';
+  }
+}
+
+export const badRequest = (message: string, pointer: string, title = 'Bad Request'): AppError =>
+  new AppError('invalid_argument', message, [{ title, details: message, source: { pointer } }]);
+
+export const notFound = (what: string, pointer?: string): AppError =>
+  new AppError('not_found', `${what} not found`, [
+    { title: 'Not Found', details: `${what} not found`, ...(pointer ? { source: { pointer } } : {}) },
+  ]);
+
+export const unauthenticated = (message = 'Invalid or missing credentials'): AppError =>
+  new AppError('unauthenticated', message, [
+    { title: 'Unauthorized', details: message, source: { parameter: 'Authorization' } },
+  ]);
+
+/** The spec's 409 text for the per-key concurrency limit. */
+export const tooManyConcurrent = (entity: 'session' | 'profile' | 'profile/session'): AppError =>
+  new AppError(
+    'conflict',
+    `Too many requests are updating this ${entity} at the same time`,
+    [{ title: 'Conflict', details: `Too many requests are updating this ${entity} at the same time` }],
+  );
+
+export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
+
+/** Anything thrown that is not an AppError becomes an internal error without internals. */
+export function toAppError(e: unknown): AppError {
+  if (e instanceof AppError) return e;
+  return new AppError('internal', 'Internal server error');
+}

@@ -1,0 +1,6 @@
+// Shared building blocks every module may use: the error taxonomy, logging, time and ids.
+// Nothing here imports another Perkline module.
+export * from './errors.js';
+export * from './logger.js';
+export * from './clock.js';
+export * from './ids.js';

@@ -1,0 +1,15 @@
+// Storage: one Db interface with two adapters (postgres.js against a server, PGlite embedded),
+// numbered SQL migrations applied at start, and the repositories the use cases call.
+import type { Db, DbOptions } from './db.js';
+import { createPgliteDb } from './pglite-adapter.js';
+import { createPostgresDb } from './postgres-adapter.js';
+
+export type { Db, DbOptions, Queryable, Row } from './db.js';
+export { createPgliteDb } from './pglite-adapter.js';
+export { createPostgresDb } from './postgres-adapter.js';
+export { migrate, loadMigrations, type Migration } from './migrate.js';
+
+/** Postgres when a URL is given, embedded PGlite otherwise. */
+export function openDb(options: DbOptions): Promise<Db> {
+  return options.databaseUrl ? createPostgresDb(options.databaseUrl, options) : createPgliteDb(options);
+}

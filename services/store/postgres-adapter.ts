@@ -1,0 +1,54 @@
+import postgres from 'postgres';
+import { assertSchemaName, type Db, type DbOptions, type Queryable, type Row } from './db.js';
+
+/** The server adapter: a postgres.js pool. int8 is read as a JS number; numeric stays a string. */
+export async function createPostgresDb(url: string, options: DbOptions = {}): Promise<Db> {
+  const schema = options.schema;
+  if (schema !== undefined) {
+    assertSchemaName(schema);
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      await admin.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const sql = postgres(url, {
+    max: options.maxConnections ?? 10,
+    onnotice: () => {},
+    types: {
+      int8: { to: 20, from: [20], serialize: (x: unknown) => String(x), parse: (x: string) => Number(x) },
+      // json/jsonb parameters are passed as JSON text by every caller (the PGlite adapter does the
+      // same), so they are sent unchanged instead of being stringified a second time.
+      json: {
+        to: 3802,
+        from: [114, 3802],
+        serialize: (x: unknown) => (typeof x === 'string' ? x : JSON.stringify(x)),
+        parse: (x: string) => JSON.parse(x) as unknown,
+      },
+    },
+    ...(schema !== undefined ? { connection: { search_path: schema } } : {}),
+  });
+
+  const run = async <T extends Row>(exec: postgres.Sql | postgres.TransactionSql, text: string, params?: readonly unknown[]): Promise<T[]> => {
+    const rows = await exec.unsafe(text, (params ?? []) as postgres.ParameterOrJSON<never>[]);
+    return rows as unknown as T[];
+  };
+
+  const queryable = (exec: postgres.Sql | postgres.TransactionSql): Queryable => ({
+    query: (text, params) => run(exec, text, params),
+    exec: async (text) => {
+      await exec.unsafe(text).simple();
+    },
+  });
+
+  return {
+    kind: 'postgres',
+    ...queryable(sql),
+    transaction: async <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> => {
+      const result = await sql.begin(async (tx) => fn(queryable(tx)));
+      return result as T;
+    },
+    close: () => sql.end({ timeout: 5 }),
+  };
+}
