@@ -105,9 +105,14 @@ export const notFound = (what: string, pointer?: string): AppError =>
     { title: 'Not Found', details: `${what} not found`, ...(pointer ? { source: { pointer } } : {}) },
   ]);
 
-export const unauthenticated = (message = 'Invalid or missing credentials'): AppError =>
+/**
+ * Request parts other than the body are pointed at as if the request were a document
+ * `{query, path, headers, body}`: `/headers/authorization`, `/query/dry`. Body errors point into
+ * the body itself (`/customerSession/cartItems/0/price`), as clients of the hosted API expect.
+ */
+export const unauthenticated = (message = 'Invalid or missing credentials', pointer = '/headers/authorization'): AppError =>
   new AppError('unauthenticated', message, [
-    { title: 'Unauthorized', details: message, source: { parameter: 'Authorization' } },
+    { title: 'Unauthorized', details: message, source: { pointer, parameter: 'Authorization' } },
   ]);
 
 /** The spec's 409 text for the per-key concurrency limit. */

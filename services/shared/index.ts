@@ -4,3 +4,5 @@ export * from './errors.js';
 export * from './logger.js';
 export * from './clock.js';
 export * from './ids.js';
+export * from './decimal.js';
+export * from './config-events.js';

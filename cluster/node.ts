@@ -1,0 +1,230 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import { connect, type NatsConnection } from 'nats';
+import { ActorHost, createLocalIntegrationPort } from '../services/actors/index.js';
+import { createEdgeApp, loadOperations, type Readiness } from '../services/edge/index.js';
+import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
+import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
+import { SessionService, SnapshotCache } from '../services/integration/index.js';
+import { ApiKeyResolver, bootstrapAdmin, type BootstrapResult, type ManagementContext } from '../services/management/index.js';
+import {
+  createLocalConfigEvents,
+  createLogger,
+  systemClock,
+  uuid,
+  type Clock,
+  type ConfigEvents,
+  type Logger,
+  type LogLevel,
+} from '../services/shared/index.js';
+import { migrate, openDb, type Db } from '../services/store/index.js';
+import { createNatsConfigEvents } from './config-bus.js';
+import { Router } from './router.js';
+import { ShardLeases } from './shard-leases.js';
+import { LocalShardMap, type ShardMap } from './shard-map.js';
+
+export interface NodeOptions {
+  /** Unique per node; default `<hostname>-<random>`. */
+  nodeId?: string;
+  /** Interface to listen on (default 0.0.0.0). */
+  host?: string;
+  /** HTTP port (default 8080; 0 picks a free one). */
+  httpPort?: number;
+  /** gRPC port (default 9090; 0 picks a free one). */
+  grpcPort?: number;
+  /** Host other nodes reach this node's gRPC port at (default 127.0.0.1). */
+  advertiseHost?: string;
+  /** postgres:// URL; without it the embedded PGlite database in dataDir is used. */
+  databaseUrl?: string;
+  /** PGlite data directory (default ./data). */
+  dataDir?: string;
+  /** Postgres schema (default: the server's search_path). */
+  dbSchema?: string;
+  dbPoolSize?: number;
+  /** With a NATS URL the node joins a cluster; without, it owns every shard itself. */
+  natsUrl?: string;
+  /** Prefix of the cluster's NATS buckets and subjects (default perkline). */
+  clusterName?: string;
+  shardCount?: number;
+  leaseTtlMs?: number;
+  heartbeatMs?: number;
+  adminEmail?: string;
+  adminPassword?: string;
+  /** Lifetime of Management API tokens (default 7 days). */
+  tokenTtlMs?: number;
+  evaluator?: EvaluatorOptions;
+  eventPrefix?: string;
+  logLevel?: LogLevel;
+  logger?: Logger;
+  clock?: Clock;
+  /** Test hook, see ActorHostOptions.beforeRun. */
+  actorBeforeRun?: (key: string) => Promise<void>;
+}
+
+export interface RunningNode {
+  nodeId: string;
+  httpUrl: string;
+  grpcAddress: string;
+  db: Db;
+  shards: ShardMap;
+  bootstrap: BootstrapResult;
+  /** graceful (default): hand shards over and drain; false: vanish as a crashed node would. */
+  stop(options?: { graceful?: boolean }): Promise<void>;
+}
+
+/** Wires every part of a node together; the only place that knows them all. */
+export async function startNode(options: NodeOptions = {}): Promise<RunningNode> {
+  const nodeId = options.nodeId ?? `${hostname()}-${uuid().slice(0, 8)}`;
+  const logger = options.logger ?? createLogger({ level: options.logLevel ?? 'info', base: { node: nodeId } });
+  const clock = options.clock ?? systemClock;
+  const host = options.host ?? '0.0.0.0';
+  const advertiseHost = options.advertiseHost ?? '127.0.0.1';
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const cleanup = async () => {
+    for (const fn of cleanups.reverse()) await Promise.resolve(fn()).catch(() => undefined);
+  };
+
+  try {
+    const db = await openDb({
+      databaseUrl: options.databaseUrl,
+      dataDir: options.dataDir,
+      schema: options.dbSchema,
+      maxConnections: options.dbPoolSize,
+      logger,
+    });
+    cleanups.push(() => db.close());
+    await migrate(db);
+
+    let nc: NatsConnection | undefined;
+    let events: ConfigEvents;
+    const prefix = options.clusterName ?? 'perkline';
+    if (options.natsUrl) {
+      nc = await connect({ servers: options.natsUrl, name: nodeId, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+      const conn = nc;
+      cleanups.push(() => conn.close());
+      const bus = createNatsConfigEvents(nc, nodeId, `${prefix}.config`);
+      cleanups.push(() => bus.close());
+      events = bus;
+    } else {
+      events = createLocalConfigEvents();
+    }
+
+    const management: ManagementContext = {
+      db,
+      events,
+      clock,
+      logger,
+      tokenTtlMs: options.tokenTtlMs ?? 7 * 24 * 3600 * 1000,
+    };
+    const bootstrap = await bootstrapAdmin(management, {
+      email: options.adminEmail ?? 'admin@perkline.local',
+      password: options.adminPassword,
+    });
+
+    const evaluator = createEvaluator(options.evaluator);
+    cleanups.push(() => evaluator.close());
+    const snapshots = new SnapshotCache({ db, events });
+    cleanups.push(() => snapshots.close());
+    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger });
+    const actors = new ActorHost({ beforeRun: options.actorBeforeRun });
+    const apiKeys = new ApiKeyResolver(management);
+    cleanups.push(() => apiKeys.close());
+
+    // gRPC first: other nodes may forward to us as soon as we hold a shard.
+    let router: Router | undefined;
+    const operations = new Map(loadOperations().map((op) => [op.operationId, op]));
+    const grpc: RunningGrpcServer = await startGrpcServer(
+      {
+        port: { updateSession: (c) => router!.updateSession(c), getSession: (c) => router!.getSession(c) },
+        authenticate: (a) => apiKeys.resolve(a),
+        validateBody: (operationId, body) => operations.get(operationId)?.validateBody(body),
+        actorInvoke: (call) => router!.serveForwarded(call),
+        logger,
+      },
+      `${host}:${options.grpcPort ?? 9090}`,
+    );
+    cleanups.push(() => grpc.stop());
+    const grpcAddress = `${advertiseHost}:${grpc.port}`;
+
+    let leases: ShardLeases | undefined;
+    if (nc) {
+      leases = new ShardLeases({
+        nats: nc,
+        nodeId,
+        address: grpcAddress,
+        shardCount: options.shardCount,
+        prefix,
+        leaseTtlMs: options.leaseTtlMs,
+        heartbeatMs: options.heartbeatMs,
+        drain: (shard: number) => actors.drain((key) => leases!.shardOf(key) === shard),
+        logger,
+      });
+      leases.onChange((shard: number) => actors.dropShard(shard));
+    }
+    const shardMap: ShardMap = leases ?? new LocalShardMap({ nodeId, address: grpcAddress }, options.shardCount ?? 256);
+    const local = createLocalIntegrationPort({ host: actors, sessions, nodeId, shardOf: (k) => shardMap.shardOf(k) });
+    router = new Router({ nodeId, shards: shardMap, local, logger });
+    cleanups.push(() => router!.close());
+    if (leases) await leases.start();
+
+    const readiness = async (): Promise<Readiness> => {
+      const checks: Record<string, boolean> = {};
+      checks.database = await db.query('SELECT 1').then(() => true, () => false);
+      if (nc) {
+        checks.nats = !nc.isClosed();
+        checks.shards = shardMap.isReady();
+      }
+      return { ready: Object.values(checks).every(Boolean), checks };
+    };
+    const { app } = createEdgeApp({
+      port: router,
+      management,
+      apiKeys,
+      readiness,
+      logger,
+      gauges: {
+        actorQueueDepth: () => actors.queueDepth,
+        actorActive: () => actors.activeCount,
+        poolUtilization: () => evaluator.utilization?.() ?? 0,
+        ownedShards: () => shardMap.ownedShards().length,
+      },
+    });
+    const server: Server = createServer(app);
+    server.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.httpPort ?? 8080, host, () => resolve());
+    });
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+    );
+    const httpPort = (server.address() as AddressInfo).port;
+    const httpUrl = `http://${advertiseHost}:${httpPort}`;
+    logger.info('node started', { httpUrl, grpcAddress, cluster: Boolean(nc), database: db.kind });
+
+    let stopped = false;
+    return {
+      nodeId,
+      httpUrl,
+      grpcAddress,
+      db,
+      shards: shardMap,
+      bootstrap,
+      stop: async ({ graceful = true } = {}) => {
+        if (stopped) return;
+        stopped = true;
+        if (leases) await leases.stop({ graceful });
+        await cleanup();
+        logger.info('node stopped', { graceful });
+      },
+    };
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}

@@ -1,0 +1,8 @@
+// Copies the files the compiled service reads at run time next to the compiled code:
+// SQL migrations and the OpenAPI documents (request validation is built from them).
+import { cpSync, mkdirSync, readdirSync } from 'node:fs';
+
+mkdirSync('dist/services/store/migrations', { recursive: true });
+cpSync('services/store/migrations', 'dist/services/store/migrations', { recursive: true });
+mkdirSync('dist/openapi', { recursive: true });
+for (const f of readdirSync('openapi')) if (f.endsWith('.yaml')) cpSync(`openapi/${f}`, `dist/openapi/${f}`);

@@ -1,0 +1,6 @@
+// Keyed actors: one mailbox per integration ID (one call runs, two wait, a further one gets the
+// spec's 409), each keeping the state it owns; and the IntegrationPort that the edge and the gRPC
+// layer call, implemented locally here and across nodes by the cluster router.
+export { ActorHost, type ActorHostOptions } from './actor-host.js';
+export { createLocalIntegrationPort, type LocalPortOptions } from './local-port.js';
+export * from './port.js';

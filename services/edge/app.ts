@@ -1,0 +1,152 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { AppRef, IntegrationPort } from '../actors/port.js';
+import {
+  ApiKeyResolver,
+  authenticateBearer,
+  type ManagementContext,
+  type Principal,
+} from '../management/index.js';
+import { AppError, badRequest, toAppError, type Logger, silentLogger } from '../shared/index.js';
+import { createMetrics, type EdgeMetrics, type GaugeSources } from './metrics.js';
+import { loadOperations, type Operation } from './openapi.js';
+import { managementHandlers } from './management-routes.js';
+import { integrationHandlers } from './integration-routes.js';
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, boolean>;
+}
+
+export interface EdgeOptions {
+  port: IntegrationPort;
+  management: ManagementContext;
+  apiKeys: ApiKeyResolver;
+  /** What /readyz reports. */
+  readiness: () => Promise<Readiness>;
+  gauges?: GaugeSources;
+  logger?: Logger;
+  /** Largest accepted body (default 10 MiB). */
+  bodyLimitBytes?: number;
+}
+
+/** What a route handler receives: validated input and the authenticated caller. */
+export interface RouteInput {
+  params: Record<string, any>;
+  query: Record<string, any>;
+  body: any;
+  headers: Request['headers'];
+  app?: AppRef;
+  principal?: Principal;
+  bearerToken?: string;
+}
+
+export interface RouteOutput {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export type RouteHandler = (input: RouteInput) => Promise<RouteOutput>;
+
+/**
+ * The REST edge: every route comes from the OpenAPI documents, is authenticated by its security
+ * scheme, validated against its schemas and answered by the handler named by its operationId.
+ * Errors become the spec's error body in exactly one place (errorMiddleware).
+ */
+export function createEdgeApp(options: EdgeOptions): { app: express.Express; metrics: EdgeMetrics } {
+  const logger = options.logger ?? silentLogger;
+  const metrics = createMetrics(options.gauges);
+  const handlers: Record<string, RouteHandler> = {
+    ...managementHandlers(options.management),
+    ...integrationHandlers(options.port),
+  };
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const r = await options.readiness().catch(() => ({ ready: false, checks: {} }));
+    res.status(r.ready ? 200 : 503).json(r);
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+
+  const raw = express.raw({ type: () => true, limit: options.bodyLimitBytes ?? 10 * 1024 * 1024 });
+  for (const op of loadOperations()) {
+    const handler = handlers[op.operationId];
+    if (!handler) throw new Error(`no handler for operation ${op.operationId}`);
+    app[op.method](op.expressPath, raw, async (req: Request, res: Response, next: NextFunction) => {
+      const started = process.hrtime.bigint();
+      res.on('finish', () => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        metrics.requests.inc({ route: op.path, method: op.method, status: String(res.statusCode) });
+        metrics.latency.observe({ route: op.path, method: op.method }, seconds);
+      });
+      try {
+        const input = await prepare(op, req, options);
+        const out = await handler(input);
+        if (out.headers) res.set(out.headers);
+        if (out.body === undefined) res.status(out.status).end();
+        else res.status(out.status).json(out.body);
+      } catch (e) {
+        next(e);
+      }
+    });
+  }
+
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    next(new AppError('not_found', `No route ${req.method} ${req.path}`, [
+      { title: 'Not Found', details: `No route ${req.method} ${req.path}`, source: { pointer: '/path' } },
+    ]));
+  });
+  app.use(errorMiddleware(logger));
+  return { app, metrics };
+}
+
+async function prepare(op: Operation, req: Request, options: EdgeOptions): Promise<RouteInput> {
+  const input: RouteInput = { params: { ...req.params }, query: { ...(req.query as Record<string, unknown>) }, body: undefined, headers: req.headers };
+  // Authenticate before anything else is looked at.
+  if (op.security === 'api_key_v1') input.app = await options.apiKeys.resolve(req.headers.authorization);
+  else if (op.security === 'management_key') {
+    input.principal = await authenticateBearer(options.management, req.headers.authorization);
+    input.bearerToken = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+  }
+  op.validateParams(input.params, input.query);
+  const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  if (op.hasBody) {
+    if (raw.length === 0) {
+      if (op.bodyRequired) throw badRequest('A JSON request body is required', '');
+    } else {
+      try {
+        input.body = JSON.parse(raw.toString('utf8'));
+      } catch (e) {
+        throw badRequest(`Malformed JSON: ${(e as Error).message}`, '', 'MalformedJSON');
+      }
+      op.validateBody(input.body);
+    }
+  }
+  return input;
+}
+
+function errorMiddleware(logger: Logger) {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    let e: AppError;
+    const type = (err as { type?: string } | null)?.type;
+    if (type === 'entity.too.large') {
+      e = new AppError('payload_too_large', 'Request body too large', [
+        { title: 'Payload Too Large', details: 'the body exceeds the limit of 10 MiB', source: { pointer: '' } },
+      ]);
+    } else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      e = badRequest('Malformed request body', '', 'MalformedJSON');
+    } else {
+      e = toAppError(err);
+    }
+    if (e.kind === 'internal') logger.error('request failed', { method: req.method, path: req.path, error: String((err as Error)?.stack ?? err) });
+    if (e.retryAfter !== undefined) res.set('Retry-After', String(e.retryAfter));
+    res.status(e.status).json(e.toBody());
+  };
+}

@@ -1,0 +1,250 @@
+// SQL of the integration side: sessions, profiles and events, read one way and committed in one
+// transaction with an optimistic check on the session's update count.
+import type { Queryable } from '../store/index.js';
+import type { SessionRecord, SessionState } from './session-model.js';
+
+export interface ProfileRecord {
+  id: number;
+  accountId: number;
+  integrationId: string;
+  created: string;
+  lastActivity: string;
+  attributes: Record<string, unknown>;
+  closedSessions: number;
+  totalSales: number;
+  sandbox: boolean;
+}
+
+export interface EventRecord {
+  id: number;
+  created: string;
+  applicationId: number;
+  profileId: string;
+  storeIntegrationId: string;
+  type: string;
+  attributes: Record<string, unknown>;
+  sessionId: string;
+  effects: unknown[];
+}
+
+/** The stored session changed under us (another node, or a stale cache): reload and retry. */
+export class StaleSessionError extends Error {
+  constructor() {
+    super('session changed concurrently');
+  }
+}
+
+const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
+
+const sessionColumns = `id, application_id, integration_id, created, updated, profile_id, store_integration_id, state,
+  coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes, total,
+  cart_item_total, additional_cost_total, first_session, effects, update_count`;
+
+function toSession(r: Record<string, unknown>): SessionRecord {
+  return {
+    id: r.id as number,
+    applicationId: r.application_id as number,
+    integrationId: r.integration_id as string,
+    created: iso(r.created),
+    updated: iso(r.updated),
+    profileId: r.profile_id as string,
+    storeIntegrationId: r.store_integration_id as string,
+    state: r.state as SessionState,
+    couponCodes: r.coupon_codes as string[],
+    referralCode: r.referral_code as string,
+    loyaltyCards: r.loyalty_cards as string[],
+    identifiers: r.identifiers as string[],
+    cartItems: r.cart_items as SessionRecord['cartItems'],
+    additionalCosts: r.additional_costs as SessionRecord['additionalCosts'],
+    attributes: r.attributes as Record<string, unknown>,
+    total: Number(r.total),
+    cartItemTotal: Number(r.cart_item_total),
+    additionalCostTotal: Number(r.additional_cost_total),
+    firstSession: r.first_session as boolean,
+    effects: r.effects as unknown[],
+    updateCount: r.update_count as number,
+  };
+}
+
+function toProfile(r: Record<string, unknown>): ProfileRecord {
+  return {
+    id: r.id as number,
+    accountId: r.account_id as number,
+    integrationId: r.integration_id as string,
+    created: iso(r.created),
+    lastActivity: iso(r.last_activity),
+    attributes: r.attributes as Record<string, unknown>,
+    closedSessions: r.closed_sessions as number,
+    totalSales: Number(r.total_sales),
+    sandbox: r.sandbox as boolean,
+  };
+}
+
+function toEvent(r: Record<string, unknown>): EventRecord {
+  return {
+    id: r.id as number,
+    created: iso(r.created),
+    applicationId: r.application_id as number,
+    profileId: r.profile_id as string,
+    storeIntegrationId: r.store_integration_id as string,
+    type: r.type as string,
+    attributes: r.attributes as Record<string, unknown>,
+    sessionId: r.session_id as string,
+    effects: r.effects as unknown[],
+  };
+}
+
+export async function loadSession(db: Queryable, applicationId: number, integrationId: string): Promise<SessionRecord | undefined> {
+  const [row] = await db.query(
+    `SELECT ${sessionColumns} FROM customer_sessions WHERE application_id = $1 AND integration_id = $2`,
+    [applicationId, integrationId],
+  );
+  return row ? toSession(row) : undefined;
+}
+
+export async function loadProfile(db: Queryable, accountId: number, integrationId: string): Promise<ProfileRecord | undefined> {
+  const [row] = await db.query(`SELECT * FROM customer_profiles WHERE account_id = $1 AND integration_id = $2`, [
+    accountId,
+    integrationId,
+  ]);
+  return row ? toProfile(row) : undefined;
+}
+
+/** True when the profile has no session yet in this Application (anonymous sessions always are). */
+export async function isFirstSession(db: Queryable, applicationId: number, profileId: string): Promise<boolean> {
+  if (profileId === '') return true;
+  const rows = await db.query(`SELECT 1 FROM customer_sessions WHERE application_id = $1 AND profile_id = $2 LIMIT 1`, [
+    applicationId,
+    profileId,
+  ]);
+  return rows.length === 0;
+}
+
+export interface SessionCommit {
+  accountId: number;
+  session: SessionRecord;
+  /** The update count the session had when it was read; 0 inserts a new session. */
+  expectedUpdateCount: number;
+  closing: boolean;
+  events: Array<{ type: string; attributes: Record<string, unknown>; effects: unknown[] }>;
+  now: string;
+}
+
+export interface SessionCommitResult {
+  session: SessionRecord;
+  profile: ProfileRecord | undefined;
+  events: EventRecord[];
+}
+
+/** Writes the session, its profile and its events in the caller's transaction. */
+export async function commitSession(tx: Queryable, c: SessionCommit): Promise<SessionCommitResult> {
+  const s = c.session;
+  let profile: ProfileRecord | undefined;
+  if (s.profileId !== '') {
+    const [row] = await tx.query(
+      `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
+       VALUES ($1, $2, $3, $3)
+       ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity
+       RETURNING *`,
+      [c.accountId, s.profileId, c.now],
+    );
+    profile = toProfile(row!);
+    if (c.closing) {
+      const [closed] = await tx.query(
+        `UPDATE customer_profiles SET closed_sessions = closed_sessions + 1, total_sales = total_sales + $2::numeric
+          WHERE id = $1 RETURNING *`,
+        [profile.id, String(s.total)],
+      );
+      profile = toProfile(closed!);
+    }
+  }
+  const values = [
+    s.applicationId,
+    s.integrationId,
+    s.profileId,
+    s.storeIntegrationId,
+    s.state,
+    JSON.stringify(s.couponCodes),
+    s.referralCode,
+    JSON.stringify(s.loyaltyCards),
+    JSON.stringify(s.identifiers),
+    JSON.stringify(s.cartItems),
+    JSON.stringify(s.additionalCosts),
+    JSON.stringify(s.attributes),
+    String(s.total),
+    String(s.cartItemTotal),
+    String(s.additionalCostTotal),
+    s.firstSession,
+    JSON.stringify(s.effects),
+    c.now,
+    c.closing ? c.now : null,
+  ];
+  let row: Record<string, unknown> | undefined;
+  if (c.expectedUpdateCount === 0) {
+    [row] = await tx.query(
+      `INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
+         coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
+         total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at, update_count)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb,
+         $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, 1)
+       ON CONFLICT (application_id, integration_id) DO NOTHING
+       RETURNING ${sessionColumns}`,
+      values,
+    );
+  } else {
+    [row] = await tx.query(
+      `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
+         referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::jsonb,
+         additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
+         additional_cost_total = $15::numeric, first_session = $16, effects = $17::jsonb, updated = $18,
+         closed_at = COALESCE($19, closed_at), update_count = update_count + 1
+       WHERE application_id = $1 AND integration_id = $2 AND update_count = $20
+       RETURNING ${sessionColumns}`,
+      [...values, c.expectedUpdateCount],
+    );
+  }
+  if (!row) throw new StaleSessionError();
+  const events: EventRecord[] = [];
+  for (const e of c.events) {
+    const [ev] = await tx.query(
+      `INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb) RETURNING *`,
+      [s.applicationId, c.now, s.profileId, s.integrationId, s.storeIntegrationId, e.type, JSON.stringify(e.attributes), JSON.stringify(e.effects)],
+    );
+    events.push(toEvent(ev!));
+  }
+  return { session: toSession(row), profile, events };
+}
+
+export function profileView(p: ProfileRecord): Record<string, unknown> {
+  return {
+    id: p.id,
+    created: p.created,
+    integrationId: p.integrationId,
+    attributes: p.attributes,
+    accountId: p.accountId,
+    closedSessions: p.closedSessions,
+    totalSales: p.totalSales,
+    loyaltyMemberships: null,
+    audienceMemberships: [],
+    lastActivity: p.lastActivity,
+    sandbox: p.sandbox,
+  };
+}
+
+export function profileRoot(p: ProfileRecord | undefined, integrationId: string): Record<string, unknown> {
+  return {
+    IntegrationId: integrationId,
+    Attributes: p?.attributes ?? {},
+    ClosedSessions: p?.closedSessions ?? 0,
+    TotalSales: p?.totalSales ?? 0,
+    Audiences: [],
+    Created: p?.created ?? null,
+    LastActivity: p?.lastActivity ?? null,
+    Loyalty: {},
+  };
+}
+
+export function eventView(e: EventRecord): Record<string, unknown> {
+  return { ...e, ledgerEntries: [], meta: { campaigns: [], coupons: [], warnings: [] } };
+}

@@ -1,0 +1,146 @@
+import type { CampaignInput, RulesetSpec } from '../engine/index.js';
+import type { ConfigEvents } from '../shared/index.js';
+import { notFound } from '../shared/index.js';
+import type { Db } from '../store/index.js';
+
+export interface ApplicationSettings {
+  id: number;
+  accountId: number;
+  name: string;
+  currency: string;
+  timezone: string;
+  caseSensitivity: string;
+  attributes: Record<string, unknown>;
+  campaignPriority: 'universal' | 'stackable' | 'exclusive';
+  exclusiveCampaignsStrategy: 'listOrder' | 'lowestDiscount' | 'highestDiscount';
+}
+
+export interface CampaignSnapshot extends CampaignInput {
+  applicationId: number;
+  state: 'enabled' | 'disabled' | 'archived';
+  startTime: Date | null;
+  endTime: Date | null;
+  description: string;
+  features: string[];
+}
+
+export interface AppSnapshot {
+  application: ApplicationSettings;
+  /** Every campaign that has an active ruleset and is not archived, in list order. */
+  campaigns: CampaignSnapshot[];
+  loadedAt: number;
+}
+
+export interface SnapshotCacheOptions {
+  db: Db;
+  events: ConfigEvents;
+  /** A backstop for a missed change announcement. Default 30 s. */
+  ttlMs?: number;
+}
+
+/**
+ * Application settings and campaigns with their active rulesets, loaded in one round trip and
+ * cached per Application until a change to them is announced.
+ */
+export class SnapshotCache {
+  private readonly cache = new Map<number, Promise<AppSnapshot>>();
+  private readonly db: Db;
+  private readonly ttlMs: number;
+  private readonly unsubscribe: () => void;
+
+  constructor(options: SnapshotCacheOptions) {
+    this.db = options.db;
+    this.ttlMs = options.ttlMs ?? 30_000;
+    this.unsubscribe = options.events.subscribe((change) => this.cache.delete(change.applicationId));
+  }
+
+  async get(applicationId: number): Promise<AppSnapshot> {
+    const cached = this.cache.get(applicationId);
+    if (cached) {
+      const snap = await cached.catch(() => undefined);
+      if (snap && Date.now() - snap.loadedAt < this.ttlMs) return snap;
+      if (this.cache.get(applicationId) === cached) this.cache.delete(applicationId);
+    }
+    const loading = this.load(applicationId);
+    this.cache.set(applicationId, loading);
+    loading.catch(() => {
+      if (this.cache.get(applicationId) === loading) this.cache.delete(applicationId);
+    });
+    return loading;
+  }
+
+  invalidate(applicationId: number): void {
+    this.cache.delete(applicationId);
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.cache.clear();
+  }
+
+  private async load(applicationId: number): Promise<AppSnapshot> {
+    const rows = await this.db.query<Record<string, unknown>>(
+      `SELECT a.id AS app_id, a.account_id, a.name AS app_name, a.currency, a.timezone, a.case_sensitivity,
+              a.attributes AS app_attributes, a.campaign_priority, a.exclusive_campaigns_strategy,
+              c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
+              r.id AS ruleset_id, r.rules, r.bindings
+         FROM applications a
+         LEFT JOIN campaigns c ON c.application_id = a.id AND c.state <> 'archived' AND c.active_ruleset_id IS NOT NULL
+         LEFT JOIN rulesets r ON r.id = c.active_ruleset_id
+        WHERE a.id = $1
+        ORDER BY c.id`,
+      [applicationId],
+    );
+    const first = rows[0];
+    if (!first) throw notFound('Application');
+    const application: ApplicationSettings = {
+      id: first.app_id as number,
+      accountId: first.account_id as number,
+      name: first.app_name as string,
+      currency: first.currency as string,
+      timezone: first.timezone as string,
+      caseSensitivity: first.case_sensitivity as string,
+      attributes: first.app_attributes as Record<string, unknown>,
+      campaignPriority: first.campaign_priority as ApplicationSettings['campaignPriority'],
+      exclusiveCampaignsStrategy: first.exclusive_campaigns_strategy as ApplicationSettings['exclusiveCampaignsStrategy'],
+    };
+    const campaigns: CampaignSnapshot[] = [];
+    for (const r of rows) {
+      if (r.id == null || r.ruleset_id == null) continue;
+      campaigns.push({
+        id: r.id as number,
+        applicationId,
+        name: r.name as string,
+        description: r.description as string,
+        tags: r.tags as string[],
+        attributes: r.attributes as Record<string, unknown>,
+        state: r.state as CampaignSnapshot['state'],
+        startTime: (r.start_time as Date | null) ?? null,
+        endTime: (r.end_time as Date | null) ?? null,
+        features: r.features as string[],
+        rulesetId: r.ruleset_id as number,
+        ruleset: { rules: r.rules, bindings: r.bindings } as RulesetSpec,
+      });
+    }
+    return { application, campaigns, loadedAt: Date.now() };
+  }
+}
+
+/**
+ * The campaigns to evaluate (rules.md 6.1): enabled and inside their window; in a dry run with
+ * evaluableCampaignIds, exactly the listed ones that are not archived, even when disabled.
+ */
+export function candidateCampaigns(
+  campaigns: readonly CampaignSnapshot[],
+  now: Date,
+  evaluableCampaignIds?: readonly number[],
+): CampaignSnapshot[] {
+  const t = now.getTime();
+  const inWindow = (c: CampaignSnapshot) =>
+    (c.startTime === null || c.startTime.getTime() <= t) && (c.endTime === null || c.endTime.getTime() > t);
+  if (evaluableCampaignIds && evaluableCampaignIds.length > 0) {
+    const wanted = new Set(evaluableCampaignIds);
+    return campaigns.filter((c) => wanted.has(c.id) && c.state !== 'archived' && inWindow(c));
+  }
+  return campaigns.filter((c) => c.state === 'enabled' && inWindow(c));
+}

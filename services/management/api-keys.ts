@@ -1,0 +1,98 @@
+import type { AppRef } from '../actors/port.js';
+import { badRequest, notFound, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
+import { iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+
+const keyView = (r: Record<string, unknown>) => ({
+  id: r.id as number,
+  title: r.title as string,
+  expires: iso(r.expires)!,
+  created: iso(r.created)!,
+  applicationId: r.application_id as number,
+});
+
+/** POST /v1/applications/{applicationId}/api_keys: the key appears in this response only. */
+export async function createApiKey(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  body: { title: string; expires: string },
+): Promise<Record<string, unknown>> {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const expires = new Date(body.expires);
+  if (expires.getTime() <= ctx.clock.now().getTime()) throw badRequest('`expires` must be in the future', '/expires');
+  const key = randomToken(32);
+  const [row] = await ctx.db.query(
+    `INSERT INTO api_keys (application_id, title, key_hash, expires, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
+    [applicationId, body.title, sha256Hex(key), expires.toISOString(), principal.userId],
+  );
+  return { ...keyView(row!), key };
+}
+
+export async function listApiKeys(ctx: ManagementContext, principal: Principal, applicationId: number, query: ListQuery) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  const { clause } = paging(query, { id: 'id', title: 'title', created: 'created', expires: 'expires' });
+  const rows = await ctx.db.query(`SELECT * FROM api_keys WHERE application_id = $1 ${clause}`, [applicationId]);
+  const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM api_keys WHERE application_id = $1`, [applicationId]);
+  return { totalResultSize: count!.n, data: rows.map(keyView) };
+}
+
+export async function deleteApiKey(ctx: ManagementContext, principal: Principal, applicationId: number, keyId: number): Promise<void> {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const rows = await ctx.db.query(`DELETE FROM api_keys WHERE id = $1 AND application_id = $2 RETURNING id`, [keyId, applicationId]);
+  if (rows.length === 0) throw notFound('API key', '/keyId');
+  ctx.events.publish({ kind: 'api_keys', applicationId });
+}
+
+export interface ApiKeyResolverOptions {
+  /** Backstop for a missed change announcement. Default 30 s. */
+  ttlMs?: number;
+}
+
+/**
+ * Resolves `Authorization: ApiKey-v1 <key>` to its Application. Resolved keys are cached by hash
+ * (no database work on the hot path); a deleted key's Application announces the change, which
+ * drops its entries at once.
+ */
+export class ApiKeyResolver {
+  private readonly cache = new Map<string, { app: AppRef; expires: number; loadedAt: number }>();
+  private readonly ttlMs: number;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly ctx: ManagementContext, options: ApiKeyResolverOptions = {}) {
+    this.ttlMs = options.ttlMs ?? 30_000;
+    this.unsubscribe = ctx.events.subscribe((change) => {
+      for (const [hash, entry] of this.cache) if (entry.app.applicationId === change.applicationId) this.cache.delete(hash);
+    });
+  }
+
+  async resolve(authorization: string | undefined): Promise<AppRef> {
+    const match = /^ApiKey-v1\s+(\S+)$/.exec(authorization ?? '');
+    if (!match) throw unauthenticated('Missing or malformed `Authorization: ApiKey-v1 <key>` header');
+    const hash = sha256Hex(match[1]!);
+    const now = this.ctx.clock.now().getTime();
+    let entry = this.cache.get(hash);
+    if (!entry || now - entry.loadedAt > this.ttlMs) {
+      const [row] = await this.ctx.db.query<{ application_id: number; account_id: number; expires: Date }>(
+        `SELECT k.application_id, a.account_id, k.expires FROM api_keys k JOIN applications a ON a.id = k.application_id
+          WHERE k.key_hash = $1`,
+        [hash],
+      );
+      if (!row) {
+        this.cache.delete(hash);
+        throw unauthenticated('Invalid API key');
+      }
+      entry = {
+        app: { applicationId: row.application_id, accountId: row.account_id },
+        expires: new Date(iso(row.expires)!).getTime(),
+        loadedAt: now,
+      };
+      this.cache.set(hash, entry);
+    }
+    if (entry.expires <= now) throw unauthenticated('Expired API key');
+    return entry.app;
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+}

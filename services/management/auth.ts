@@ -1,0 +1,82 @@
+import { randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
+import { hashPassword, verifyPassword } from './passwords.js';
+import { iso, type ManagementContext, type Policy, type Principal } from './context.js';
+
+export interface BootstrapOptions {
+  email: string;
+  /** When absent a password is generated and returned (printed once by the node entry). */
+  password?: string | undefined;
+}
+
+export interface BootstrapResult {
+  created: boolean;
+  email: string;
+  /** Only when it was generated now. */
+  generatedPassword?: string;
+}
+
+/**
+ * On first start (no user yet): creates the account and its admin user. Later starts change
+ * nothing, so a password set through the API is never overwritten by the environment.
+ */
+export async function bootstrapAdmin(ctx: ManagementContext, options: BootstrapOptions): Promise<BootstrapResult> {
+  const generated = options.password ? undefined : randomToken(12);
+  const passwordHash = await hashPassword(options.password ?? generated!);
+  return ctx.db.transaction(async (tx) => {
+    await tx.query(`SELECT pg_advisory_xact_lock(7263502)`);
+    const existing = await tx.query(`SELECT 1 FROM users LIMIT 1`);
+    if (existing.length > 0) return { created: false, email: options.email };
+    const [account] = await tx.query<{ id: number }>(`INSERT INTO accounts (company_name) VALUES ('') RETURNING id`);
+    await tx.query(
+      `INSERT INTO users (account_id, email, name, password_hash, policy, state) VALUES ($1, $2, 'Admin', $3, $4::jsonb, 'active')`,
+      [account!.id, options.email, passwordHash, JSON.stringify({ role: 'admin' })],
+    );
+    return { created: true, email: options.email, ...(generated ? { generatedPassword: generated } : {}) };
+  });
+}
+
+/** POST /v1/sessions */
+export async function login(ctx: ManagementContext, email: string, password: string): Promise<{ created: string; token: string; userId: number }> {
+  const [user] = await ctx.db.query<{ id: number; password_hash: string; state: string }>(
+    `SELECT id, password_hash, state FROM users WHERE lower(email) = lower($1)`,
+    [email],
+  );
+  // Verify against a dummy hash when the user is unknown so timing does not reveal which e-mails exist.
+  const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
+  if (!user || !ok || user.state !== 'active') throw unauthenticated('Invalid e-mail or password', '/password');
+  const token = randomToken(32);
+  const now = ctx.clock.now();
+  const expires = new Date(now.getTime() + ctx.tokenTtlMs);
+  await ctx.db.query(`INSERT INTO management_tokens (token_hash, user_id, created, expires) VALUES ($1, $2, $3, $4)`, [
+    sha256Hex(token),
+    user.id,
+    now.toISOString(),
+    expires.toISOString(),
+  ]);
+  await ctx.db.query(`UPDATE users SET last_activity = $2 WHERE id = $1`, [user.id, now.toISOString()]);
+  return { created: now.toISOString(), token, userId: user.id };
+}
+
+/** DELETE /v1/sessions: the token stops working at once. */
+export async function logout(ctx: ManagementContext, token: string): Promise<void> {
+  await ctx.db.query(`DELETE FROM management_tokens WHERE token_hash = $1`, [sha256Hex(token)]);
+}
+
+/** Resolves `Authorization: Bearer <token>` to its user; expired or revoked tokens are refused. */
+export async function authenticateBearer(ctx: ManagementContext, authorization: string | undefined): Promise<Principal> {
+  const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
+  if (!match) throw unauthenticated('Missing bearer token');
+  const [row] = await ctx.db.query<{ user_id: number; account_id: number; policy: Policy; expires: Date }>(
+    `SELECT t.user_id, u.account_id, u.policy, t.expires
+       FROM management_tokens t JOIN users u ON u.id = t.user_id
+      WHERE t.token_hash = $1 AND u.state = 'active'`,
+    [sha256Hex(match[1]!)],
+  );
+  if (!row || new Date(iso(row.expires)!).getTime() <= ctx.clock.now().getTime()) {
+    throw unauthenticated('Invalid or expired token');
+  }
+  return { userId: row.user_id, accountId: row.account_id, policy: row.policy };
+}
+
+// A fixed scrypt hash of a random string, used only to spend the same time on unknown users.
+const DUMMY_HASH = 'scrypt$AAAAAAAAAAAAAAAAAAAAAA==$' + Buffer.alloc(32).toString('base64');

@@ -1,0 +1,87 @@
+import type { Clock, ConfigEvents, Logger } from '../shared/index.js';
+import { AppError, badRequest, notFound } from '../shared/index.js';
+import type { Db, Queryable } from '../store/index.js';
+
+export interface ManagementContext {
+  db: Db;
+  events: ConfigEvents;
+  clock: Clock;
+  logger: Logger;
+  /** Lifetime of a bearer token (default 7 days). */
+  tokenTtlMs: number;
+}
+
+/** Who calls the Management API: the user behind a bearer token. */
+export interface Principal {
+  userId: number;
+  accountId: number;
+  policy: Policy;
+}
+
+export interface Policy {
+  role?: 'admin';
+  applications?: Record<string, 'read' | 'write'>;
+}
+
+export const isAdmin = (p: Principal): boolean => p.policy.role === 'admin';
+
+/**
+ * Resolves an Application of the caller's account that the caller may read (or write). Another
+ * account's Application, or one the policy does not name, is "not found": its existence is not
+ * revealed. A readable Application that may not be written is a 403.
+ */
+export async function requireApplication(
+  db: Queryable,
+  principal: Principal,
+  applicationId: number,
+  access: 'read' | 'write',
+): Promise<Record<string, unknown>> {
+  const [row] = await db.query(`SELECT * FROM applications WHERE id = $1 AND account_id = $2`, [
+    applicationId,
+    principal.accountId,
+  ]);
+  if (!row) throw notFound('Application', '/applicationId');
+  if (isAdmin(principal)) return row;
+  const granted = principal.policy.applications?.[String(applicationId)];
+  if (!granted) throw notFound('Application', '/applicationId');
+  if (access === 'write' && granted !== 'write') {
+    throw new AppError('permission_denied', 'This user may not change this Application', [
+      { title: 'Forbidden', details: 'write access to the Application is required', source: { parameter: 'applicationId' } },
+    ]);
+  }
+  return row;
+}
+
+export function requireAdmin(principal: Principal): void {
+  if (!isAdmin(principal)) {
+    throw new AppError('permission_denied', 'Only an admin may do this', [{ title: 'Forbidden', details: 'admin role required' }]);
+  }
+}
+
+export interface ListQuery {
+  pageSize?: number;
+  skip?: number;
+  sort?: string;
+}
+
+/** `ORDER BY ... LIMIT ... OFFSET ...` for a list, with `sort` checked against the allowed fields. */
+export function paging(query: ListQuery, sortable: Record<string, string>, defaultSort = 'id'): { clause: string; pageSize: number; skip: number } {
+  const pageSize = query.pageSize ?? 1000;
+  const skip = query.skip ?? 0;
+  const sort = query.sort ?? defaultSort;
+  const desc = sort.startsWith('-');
+  const field = desc ? sort.slice(1) : sort;
+  const column = sortable[field];
+  if (!column) throw badRequest(`Cannot sort by ${JSON.stringify(field)}; sortable fields: ${Object.keys(sortable).join(', ')}`, '/query/sort');
+  const tie = column === 'id' ? '' : `, id ${desc ? 'DESC' : 'ASC'}`;
+  return { clause: `ORDER BY ${column} ${desc ? 'DESC' : 'ASC'}${tie} LIMIT ${pageSize} OFFSET ${skip}`, pageSize, skip };
+}
+
+export const iso = (v: unknown): string | undefined =>
+  v === null || v === undefined ? undefined : v instanceof Date ? v.toISOString() : String(v);
+
+/** Drops undefined values so optional fields are absent rather than null. */
+export function compact<T extends Record<string, unknown>>(o: T): T {
+  for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k];
+  return o;
+}

@@ -1,0 +1,28 @@
+// Configuration changes (Applications, campaigns, rulesets, API keys) are announced so that every
+// cache built from them is dropped. In one process this is a plain listener list; in a cluster the
+// node entry wraps it so that changes also travel over NATS to every other node.
+
+export interface ConfigChange {
+  kind: 'application' | 'campaigns' | 'api_keys';
+  applicationId: number;
+}
+
+export interface ConfigEvents {
+  publish(change: ConfigChange): void;
+  subscribe(listener: (change: ConfigChange) => void): () => void;
+}
+
+export function createLocalConfigEvents(): ConfigEvents & { deliver(change: ConfigChange): void } {
+  const listeners = new Set<(change: ConfigChange) => void>();
+  const deliver = (change: ConfigChange): void => {
+    for (const l of listeners) l(change);
+  };
+  return {
+    publish: deliver,
+    deliver,
+    subscribe: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
