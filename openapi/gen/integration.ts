@@ -63,7 +63,9 @@ export interface components {
             width?: number;
             length?: number;
             position?: number;
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             additionalCosts?: components["schemas"]["AdditionalCosts"];
         };
         NewCustomerSessionV2: {
@@ -82,7 +84,9 @@ export interface components {
             }[];
             additionalCosts?: components["schemas"]["AdditionalCosts"];
             identifiers?: string[];
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
         };
         IntegrationRequest: {
             customerSession?: components["schemas"]["NewCustomerSessionV2"];
@@ -94,7 +98,9 @@ export interface components {
             ruleIndex: number;
             ruleName: string;
             effectType: string;
-            props: Record<string, never>;
+            props: {
+                [key: string]: unknown;
+            };
         };
         CustomerSessionV2: {
             id: number;
@@ -113,7 +119,9 @@ export interface components {
             state: string;
             cartItems: components["schemas"]["CartItem"][];
             additionalCosts?: components["schemas"]["AdditionalCosts"];
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             firstSession?: boolean;
             total: number;
             cartItemTotal: number;
@@ -125,12 +133,16 @@ export interface components {
             /** Format: date-time */
             created?: string;
             integrationId?: string;
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             accountId?: number;
             closedSessions?: number;
             totalSales?: number;
             loyaltyMemberships?: unknown[] | null;
-            audienceMemberships?: Record<string, never>[];
+            audienceMemberships?: {
+                [key: string]: unknown;
+            }[];
             /** Format: date-time */
             lastActivity?: string;
             sandbox?: boolean;
@@ -143,24 +155,44 @@ export interface components {
             profileId?: string;
             storeIntegrationId?: string;
             type?: string;
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             sessionId?: string;
             effects?: components["schemas"]["Effect"][];
-            ledgerEntries?: Record<string, never>[];
-            meta?: Record<string, never>;
+            ledgerEntries?: {
+                [key: string]: unknown;
+            }[];
+            meta?: {
+                [key: string]: unknown;
+            };
         };
         IntegrationStateV2: {
             customerSession?: components["schemas"]["CustomerSessionV2"];
             customerProfile?: components["schemas"]["CustomerProfile"];
             event?: components["schemas"]["Event"];
-            loyalty?: Record<string, never>;
+            loyalty?: {
+                [key: string]: unknown;
+            };
             effects: components["schemas"]["Effect"][];
-            triggeredCampaigns?: Record<string, never>[];
-            coupons?: Record<string, never>[];
-            createdCoupons: Record<string, never>[];
-            createdReferrals: Record<string, never>[];
-            referral?: Record<string, never>;
-            ruleFailureReasons?: Record<string, never>[];
+            triggeredCampaigns?: {
+                [key: string]: unknown;
+            }[];
+            coupons?: {
+                [key: string]: unknown;
+            }[];
+            createdCoupons: {
+                [key: string]: unknown;
+            }[];
+            createdReferrals: {
+                [key: string]: unknown;
+            }[];
+            referral?: {
+                [key: string]: unknown;
+            };
+            ruleFailureReasons?: {
+                [key: string]: unknown;
+            }[];
         };
         IntegrationCustomerSessionResponse: {
             customerSession: components["schemas"]["CustomerSessionV2"];

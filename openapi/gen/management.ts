@@ -208,17 +208,21 @@ export interface components {
             currency?: string;
             /** @enum {string} */
             caseSensitivity?: "sensitive" | "insensitive-uppercase" | "insensitive-lowercase";
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             limits?: components["schemas"]["Limit"][];
             /** @enum {string} */
             campaignPriority?: "universal" | "stackable" | "exclusive";
             /** @enum {string} */
             exclusiveCampaignsStrategy?: "listOrder" | "lowestDiscount" | "highestDiscount";
-            attributesSettings?: Record<string, never>;
+            attributesSettings?: {
+                [key: string]: unknown;
+            };
             sandbox?: boolean;
         };
-        NewApplication: components["schemas"]["ApplicationFields"] & Record<string, never>;
-        UpdateApplication: components["schemas"]["ApplicationFields"] & Record<string, never>;
+        NewApplication: components["schemas"]["ApplicationFields"] & unknown;
+        UpdateApplication: components["schemas"]["ApplicationFields"] & unknown;
         Application: components["schemas"]["ApplicationFields"] & {
             id: number;
             /** Format: date-time */
@@ -226,7 +230,9 @@ export interface components {
             /** Format: date-time */
             modified: string;
             accountId: number;
-            loyaltyPrograms?: Record<string, never>[];
+            loyaltyPrograms?: {
+                [key: string]: unknown;
+            }[];
         };
         ApiKey: {
             id: number;
@@ -248,19 +254,25 @@ export interface components {
             startTime?: string;
             /** Format: date-time */
             endTime?: string;
-            attributes?: Record<string, never>;
+            attributes?: {
+                [key: string]: unknown;
+            };
             /** @enum {string} */
             state?: "enabled" | "disabled" | "archived";
             activeRulesetId?: number;
             tags?: string[];
             features?: ("coupons" | "referrals" | "loyalty" | "giveaways" | "strikethrough" | "achievements")[];
-            couponSettings?: Record<string, never>;
-            referralSettings?: Record<string, never>;
+            couponSettings?: {
+                [key: string]: unknown;
+            };
+            referralSettings?: {
+                [key: string]: unknown;
+            };
             limits?: components["schemas"]["Limit"][];
             campaignGroups?: number[] | null;
         };
-        NewCampaign: components["schemas"]["CampaignFields"] & Record<string, never>;
-        UpdateCampaign: components["schemas"]["CampaignFields"] & Record<string, never>;
+        NewCampaign: components["schemas"]["CampaignFields"] & unknown;
+        UpdateCampaign: components["schemas"]["CampaignFields"] & unknown;
         Campaign: components["schemas"]["CampaignFields"] & {
             id: number;
             /** Format: date-time */

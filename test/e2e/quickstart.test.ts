@@ -19,7 +19,7 @@ describe('npm start (README quick start)', () => {
     const port = await freePort();
     const grpcPort = await freePort();
     baseUrl = `http://localhost:${port}`;
-    const env = { ...process.env, PORT: String(port), GRPC_PORT: String(grpcPort), DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), GRPC_PORT: String(grpcPort), DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
     for (const k of ['DATABASE_URL', 'NATS_URL', 'ADMIN_PASSWORD', 'ADMIN_EMAIL']) delete env[k];
     child = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     child.stdout!.on('data', (d) => (output += String(d)));

@@ -1,0 +1,230 @@
+// The compiler: a ruleset's JSON expressions become closures once; every problem that can be seen
+// without data (unknown operator, arity, literal types, unknown root, block shape) is reported
+// with the JSON pointer of the offending node.
+import { FailedBinding, type Block, type Env, type Fn } from './runtime.js';
+import { literalFits, operators, type ArgKind } from './operators.js';
+import { EvalError, RuleCompileError, type RuleCompileIssue, type RulesetSpec } from './types.js';
+import { typeName } from './values.js';
+import { compileEffect, type CompiledEffect } from './effects.js';
+
+export const BUILTIN_ROOTS = ['Session', 'Item', 'Profile', 'Event', 'Application', 'Campaign', 'Coupon', 'Referral', 'Now'] as const;
+
+export interface Scope {
+  /** Roots and binding names visible here. */
+  roots: ReadonlySet<string>;
+  /** Block parameters in scope, innermost last. */
+  locals: readonly string[];
+  issues: RuleCompileIssue[];
+  ruleIndex?: number;
+}
+
+const fail = (scope: Scope, pointer: string, message: string): Fn => {
+  scope.issues.push({ message, pointer, ...(scope.ruleIndex !== undefined ? { ruleIndex: scope.ruleIndex } : {}) });
+  return () => {
+    throw new EvalError(`not compiled: ${message}`);
+  };
+};
+
+const isBlockForm = (node: unknown): node is [string[], unknown] =>
+  Array.isArray(node) && node.length > 0 && Array.isArray(node[0]) && (node[0] as unknown[]).every((p) => typeof p === 'string');
+
+export function compileExpr(node: unknown, pointer: string, scope: Scope): Fn {
+  if (node === null || typeof node === 'number' || typeof node === 'string' || typeof node === 'boolean') {
+    return () => node;
+  }
+  if (!Array.isArray(node)) {
+    return fail(scope, pointer, `a ${typeName(node)} is not an expression (an option map is only allowed as the last argument of an effect)`);
+  }
+  if (node.length === 0) return fail(scope, pointer, 'an empty array is not an expression; write ["list"] for an empty list');
+  const head = node[0];
+  if (isBlockForm(node)) return fail(scope, pointer, 'a block is only allowed as an argument of an operator that takes one');
+  if (typeof head !== 'string') return fail(scope, pointer, 'an array must be a call ["op", ...], a block or a ["list", ...] form');
+  if (head === '.' || head === '.|') return compilePath(node, pointer, scope);
+  const op = Object.hasOwn(operators, head) ? operators[head] : undefined;
+  if (!op) return fail(scope, pointer, `unknown operator ${JSON.stringify(head)}`);
+  const args = node.slice(1);
+  if (args.length < op.min || args.length > op.max) {
+    const want = op.max === Infinity ? `at least ${op.min}` : op.min === op.max ? `${op.min}` : `${op.min} to ${op.max}`;
+    return fail(scope, pointer, `${head} takes ${want} argument${op.max === 1 ? '' : 's'}, got ${args.length}`);
+  }
+  let ok = true;
+  const compiled = args.map((arg, i): Fn | Block => {
+    const kind: ArgKind = op.kind(i, args.length);
+    const argPointer = `${pointer}/${i + 1}`;
+    if (kind === 'block') {
+      const block = compileBlock(arg, argPointer, scope);
+      if (!block) ok = false;
+      return block ?? { param: '_', body: () => undefined };
+    }
+    if (!Array.isArray(arg) && (arg === null || typeof arg !== 'object')) {
+      const problem = literalFits(kind, arg);
+      if (problem) {
+        ok = false;
+        return fail(scope, argPointer, `${head}: ${problem}`);
+      }
+    }
+    return compileExpr(arg, argPointer, scope);
+  });
+  if (!ok) return () => { throw new EvalError(`not compiled: ${head}`); };
+  return op.build(compiled, args);
+}
+
+export function compileBlock(node: unknown, pointer: string, scope: Scope): Block | undefined {
+  if (!isBlockForm(node)) {
+    fail(scope, pointer, 'expected a block [["param"], body]');
+    return undefined;
+  }
+  if (node.length !== 2) {
+    fail(scope, pointer, 'a block is [["param"], body]');
+    return undefined;
+  }
+  const params = node[0];
+  if (params.length !== 1) {
+    fail(scope, `${pointer}/0`, `this block takes exactly 1 parameter, got ${params.length}`);
+    return undefined;
+  }
+  const param = params[0]!;
+  const body = compileExpr(node[1], `${pointer}/1`, { ...scope, locals: [...scope.locals, param] });
+  return { param, body };
+}
+
+function compilePath(node: unknown[], pointer: string, scope: Scope): Fn {
+  const withFallback = node[0] === '.|';
+  const min = withFallback ? 3 : 2;
+  if (node.length < min) return fail(scope, pointer, withFallback ? '.| takes a root, keys and a fallback' : '. takes a root and keys');
+  const root = node[1];
+  if (typeof root !== 'string') return fail(scope, `${pointer}/1`, 'a path starts with the name of a root');
+  const keys = node.slice(2, withFallback ? -1 : undefined);
+  for (const [i, k] of keys.entries()) {
+    if (typeof k !== 'string' && !(typeof k === 'number' && Number.isInteger(k) && k >= 0)) {
+      return fail(scope, `${pointer}/${i + 2}`, 'a path key is a string or a list index');
+    }
+  }
+  const isLocal = scope.locals.includes(root);
+  if (!isLocal && !scope.roots.has(root)) return fail(scope, `${pointer}/1`, `unknown root ${JSON.stringify(root)}`);
+  const fallback = withFallback ? compileExpr(node[node.length - 1], `${pointer}/${node.length - 1}`, scope) : undefined;
+  const walk = (env: Env): unknown => {
+    let value: unknown;
+    let found = false;
+    if (isLocal) {
+      for (let f = env.frame; f; f = f.parent) {
+        if (f.name === root) {
+          value = f.value;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) {
+      if (!Object.prototype.hasOwnProperty.call(env.roots, root)) throw new EvalError(`${root} is not available here`);
+      value = env.roots[root];
+      if (value instanceof FailedBinding) throw value.error;
+    }
+    let at = root;
+    for (const k of keys) {
+      if (Array.isArray(value) && typeof k === 'number') {
+        if (k >= value.length) throw new EvalError(`${at}[${k}] is out of range`);
+        value = value[k];
+      } else if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, k as string)) {
+        value = (value as Record<string, unknown>)[k as string];
+      } else {
+        throw new EvalError(`${at} has no ${JSON.stringify(k)}`);
+      }
+      at = `${at}.${k}`;
+    }
+    return value;
+  };
+  if (!fallback) return walk;
+  return (env) => {
+    try {
+      return walk(env);
+    } catch (e) {
+      if (e instanceof EvalError && e.message !== 'evaluation budget exceeded') return fallback(env);
+      throw e;
+    }
+  };
+}
+
+export interface CompiledBinding {
+  name: string;
+  fn: Fn;
+}
+
+export interface CompiledRule {
+  title: string;
+  bindings: CompiledBinding[];
+  condition: Fn;
+  effects: CompiledEffect[];
+}
+
+export interface CompiledRuleset {
+  bindings: CompiledBinding[];
+  rules: CompiledRule[];
+  /** Rules × 1: a rough cost used to pick inline or pooled evaluation. */
+  size: number;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Compiles a ruleset, collecting every issue. */
+export function compileRulesetCollecting(spec: RulesetSpec): { compiled: CompiledRuleset; issues: RuleCompileIssue[] } {
+  const issues: RuleCompileIssue[] = [];
+  const roots = new Set<string>(BUILTIN_ROOTS);
+  const bindings: CompiledBinding[] = [];
+  const bindingList = Array.isArray(spec?.bindings) ? spec.bindings : [];
+  if (!Array.isArray(spec?.bindings)) issues.push({ message: 'bindings must be a list', pointer: '/bindings' });
+  for (const [i, b] of bindingList.entries()) {
+    if (!isRecord(b) || typeof b.name !== 'string' || b.name === '') {
+      issues.push({ message: 'a binding is {name, expression}', pointer: `/bindings/${i}` });
+      continue;
+    }
+    const fn = compileExpr(b.expression, `/bindings/${i}/expression`, { roots: new Set(roots), locals: [], issues });
+    bindings.push({ name: b.name, fn });
+    roots.add(b.name);
+  }
+  const rules: CompiledRule[] = [];
+  const ruleList = Array.isArray(spec?.rules) ? spec.rules : [];
+  if (!Array.isArray(spec?.rules)) issues.push({ message: 'rules must be a list', pointer: '/rules' });
+  for (const [ri, rule] of ruleList.entries()) {
+    const base = `/rules/${ri}`;
+    if (!isRecord(rule)) {
+      issues.push({ message: 'a rule is {title, condition, effects}', pointer: base, ruleIndex: ri });
+      continue;
+    }
+    const ruleRoots = new Set(roots);
+    const ruleBindings: CompiledBinding[] = [];
+    for (const [bi, b] of (Array.isArray(rule.bindings) ? rule.bindings : []).entries()) {
+      if (!isRecord(b) || typeof b.name !== 'string') {
+        issues.push({ message: 'a binding is {name, expression}', pointer: `${base}/bindings/${bi}`, ruleIndex: ri });
+        continue;
+      }
+      ruleBindings.push({ name: b.name, fn: compileExpr(b.expression, `${base}/bindings/${bi}/expression`, { roots: new Set(ruleRoots), locals: [], issues, ruleIndex: ri }) });
+      ruleRoots.add(b.name);
+    }
+    const scope: Scope = { roots: ruleRoots, locals: [], issues, ruleIndex: ri };
+    const condition = compileExpr(rule.condition, `${base}/condition`, scope);
+    const effects: CompiledEffect[] = [];
+    if (!Array.isArray(rule.effects)) issues.push({ message: 'effects must be a list', pointer: `${base}/effects`, ruleIndex: ri });
+    else for (const [ei, e] of rule.effects.entries()) effects.push(compileEffect(e, `${base}/effects/${ei}`, scope));
+    rules.push({ title: typeof rule.title === 'string' ? rule.title : '', bindings: ruleBindings, condition, effects });
+  }
+  return { compiled: { bindings, rules, size: Math.max(1, rules.length) }, issues };
+}
+
+export function checkRuleset(spec: RulesetSpec): RuleCompileIssue[] {
+  return compileRulesetCollecting(spec).issues;
+}
+
+export function compileRuleset(spec: RulesetSpec): CompiledRuleset {
+  const { compiled, issues } = compileRulesetCollecting(spec);
+  if (issues.length > 0) throw new RuleCompileError(issues);
+  return compiled;
+}
+
+/** Compiles one expression against the roots of rules.md section 2 (the rule evaluator for authors). */
+export function compileExpression(expr: unknown, extraRoots: readonly string[] = []): Fn {
+  const issues: RuleCompileIssue[] = [];
+  const fn = compileExpr(expr, '', { roots: new Set([...BUILTIN_ROOTS, ...extraRoots]), locals: [], issues });
+  if (issues.length > 0) throw new RuleCompileError(issues);
+  return fn;
+}

@@ -1,0 +1,237 @@
+// Campaign evaluation (rules.md section 6) and money (section 5): pure, snapshot in, effects out.
+import { compileRuleset, type CompiledRuleset } from './compile.js';
+import type { RawEffect } from './effects.js';
+import { currencyDigits, fromMinor, toMinor } from './money.js';
+import { FailedBinding, tick, type Budget, type Env } from './runtime.js';
+import {
+  EvalError,
+  type CampaignInput,
+  type Effect,
+  type EvaluationInput,
+  type EvaluationResult,
+  type RuleFailureReason,
+  type RulesetSpec,
+} from './types.js';
+
+const byObject = new WeakMap<RulesetSpec, CompiledRuleset>();
+const byId = new Map<number, { text: string; compiled: CompiledRuleset }>();
+const MAX_CACHED = 10_000;
+
+/**
+ * The compiled form of a campaign's ruleset. In one process the snapshot hands the same ruleset
+ * object every time (a WeakMap hit); a worker receives copies, so it keys by ruleset id and checks
+ * the content, which also keeps a changed ruleset from ever hitting a stale entry.
+ */
+export function compiledFor(campaign: Pick<CampaignInput, 'rulesetId' | 'ruleset'>): CompiledRuleset {
+  const hit = byObject.get(campaign.ruleset);
+  if (hit) return hit;
+  const text = JSON.stringify(campaign.ruleset);
+  const cached = byId.get(campaign.rulesetId);
+  let compiled: CompiledRuleset;
+  if (cached && cached.text === text) compiled = cached.compiled;
+  else {
+    compiled = compileRuleset(campaign.ruleset);
+    if (byId.size >= MAX_CACHED) byId.clear();
+    byId.set(campaign.rulesetId, { text, compiled });
+  }
+  byObject.set(campaign.ruleset, compiled);
+  return compiled;
+}
+
+interface CampaignOutcome {
+  campaign: CampaignInput;
+  effects: Array<RawEffect & { ruleIndex: number; ruleName: string }>;
+  reasons: RuleFailureReason[];
+}
+
+const DISCOUNT_TYPES = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
+
+function runCampaign(campaign: CampaignInput, input: EvaluationInput, budget: Budget): CampaignOutcome {
+  const outcome: CampaignOutcome = { campaign, effects: [], reasons: [] };
+  const reason = (ruleIndex: number, ruleName: string, details: string, effectIndex?: number): RuleFailureReason => ({
+    campaignId: campaign.id,
+    campaignName: campaign.name,
+    rulesetId: campaign.rulesetId,
+    ruleIndex,
+    ruleName,
+    ...(effectIndex !== undefined ? { effectIndex } : {}),
+    details,
+  });
+  let compiled: CompiledRuleset;
+  try {
+    compiled = compiledFor(campaign);
+  } catch (e) {
+    outcome.reasons.push(reason(-1, '', `ruleset does not compile: ${(e as Error).message}`));
+    return outcome;
+  }
+  const roots: Record<string, unknown> = {
+    Session: input.session,
+    Profile: input.profile,
+    Event: input.event,
+    Application: {
+      Id: input.application.id,
+      Currency: input.application.currency,
+      Timezone: input.application.timezone,
+      Attributes: input.application.attributes,
+    },
+    Campaign: { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes },
+    Now: input.now,
+  };
+  const env: Env = { roots, frame: undefined, budget, timezone: input.application.timezone };
+  const bind = (name: string, fn: (e: Env) => unknown, target: Record<string, unknown>) => {
+    try {
+      target[name] = fn(env);
+    } catch (e) {
+      if (!(e instanceof EvalError)) throw e;
+      target[name] = new FailedBinding(e);
+    }
+  };
+  for (const b of compiled.bindings) bind(b.name, b.fn, roots);
+  for (const [ruleIndex, rule] of compiled.rules.entries()) {
+    const ruleName = rule.title;
+    let ruleEnv = env;
+    if (rule.bindings.length > 0) {
+      ruleEnv = { ...env, roots: { ...roots } };
+      for (const b of rule.bindings) bind(b.name, (e) => b.fn({ ...e, roots: ruleEnv.roots }), ruleEnv.roots);
+    }
+    try {
+      tick(ruleEnv);
+      const fired = rule.condition(ruleEnv);
+      if (typeof fired !== 'boolean') throw new EvalError(`the condition must be a boolean, got ${fired === null ? 'null' : typeof fired}`);
+      if (!fired) continue;
+    } catch (e) {
+      if (!(e instanceof EvalError)) throw e;
+      outcome.reasons.push(reason(ruleIndex, ruleName, e.message));
+      if (e.message === 'evaluation budget exceeded') return outcome;
+      continue;
+    }
+    for (const [effectIndex, effect] of rule.effects.entries()) {
+      const out: RawEffect[] = [];
+      try {
+        effect(ruleEnv, out);
+      } catch (e) {
+        if (!(e instanceof EvalError)) throw e;
+        outcome.reasons.push(reason(ruleIndex, ruleName, e.message, effectIndex));
+        if (e.message === 'evaluation budget exceeded') return outcome;
+        continue;
+      }
+      for (const o of out) outcome.effects.push({ ...o, ruleIndex, ruleName });
+    }
+  }
+  return outcome;
+}
+
+const discountSum = (o: CampaignOutcome): number =>
+  o.effects.filter((e) => DISCOUNT_TYPES.has(e.effectType)).reduce((s, e) => s + (e.props.value as number), 0);
+
+/** Picks the campaigns whose effects count, by the Application's priority and strategy. */
+function select(outcomes: CampaignOutcome[], input: EvaluationInput): CampaignOutcome[] {
+  if (input.application.campaignPriority !== 'exclusive') return outcomes;
+  const fired = outcomes.filter((o) => o.effects.length > 0);
+  if (fired.length === 0) return outcomes;
+  let winner = fired[0]!;
+  const strategy = input.application.exclusiveCampaignsStrategy;
+  if (strategy !== 'listOrder') {
+    for (const o of fired.slice(1)) {
+      const better = strategy === 'lowestDiscount' ? discountSum(o) < discountSum(winner) : discountSum(o) > discountSum(winner);
+      if (better) winner = o;
+    }
+  }
+  // Losing campaigns keep their failure reasons but emit nothing.
+  return outcomes.map((o) => (o === winner ? o : { ...o, effects: [] }));
+}
+
+interface Ledger {
+  digits: number;
+  session: number;
+  items: Map<number, number>;
+  costs: Map<string, number>;
+}
+
+/**
+ * Rounds discounts to the currency's minor unit and caps them so that nothing goes negative; a
+ * capped effect carries the requested amount as desiredValue. A discount that is negative is an
+ * error of the rule, not a surcharge.
+ */
+function applyMoney(effect: RawEffect, ledger: Ledger): Record<string, unknown> {
+  const requested = toMinor(effect.props.value as number, ledger.digits);
+  if (requested < 0) throw new EvalError('a discount must not be negative');
+  let cap = ledger.session;
+  let item: number | undefined;
+  let cost: string | undefined;
+  if (effect.effectType === 'setDiscountPerItem') {
+    item = effect.props.position as number;
+    const left = ledger.items.get(item);
+    if (left === undefined) throw new EvalError(`no cart item at position ${item}`);
+    cap = Math.min(cap, left);
+  } else if (effect.effectType === 'setDiscountPerAdditionalCost') {
+    cost = effect.props.additionalCost as string;
+    const left = ledger.costs.get(cost);
+    if (left === undefined) throw new EvalError(`no additional cost ${JSON.stringify(cost)}`);
+    cap = Math.min(cap, left);
+  }
+  const granted = Math.min(requested, Math.max(0, cap));
+  ledger.session -= granted;
+  if (item !== undefined) ledger.items.set(item, ledger.items.get(item)! - granted);
+  if (cost !== undefined) ledger.costs.set(cost, ledger.costs.get(cost)! - granted);
+  const props: Record<string, unknown> = { ...effect.props, value: fromMinor(granted, ledger.digits) };
+  if (granted < requested) props.desiredValue = fromMinor(requested, ledger.digits);
+  return props;
+}
+
+function ledgerOf(input: EvaluationInput): Ledger {
+  const digits = currencyDigits(input.application.currency);
+  const s = input.session as {
+    Total?: number;
+    CartItems?: Array<{ Position?: number; Price?: number; Quantity?: number }>;
+    AdditionalCosts?: Record<string, { Price?: number }>;
+  };
+  const items = new Map<number, number>();
+  for (const [i, it] of (s.CartItems ?? []).entries()) items.set(it.Position ?? i, toMinor((it.Price ?? 0) * (it.Quantity ?? 1), digits));
+  const costs = new Map<string, number>();
+  for (const [k, v] of Object.entries(s.AdditionalCosts ?? {})) costs.set(k, toMinor(v.Price ?? 0, digits));
+  return { digits, session: toMinor(s.Total ?? 0, digits), items, costs };
+}
+
+/** Evaluates the candidate campaigns of one session, event or profile update. */
+export function evaluate(input: EvaluationInput): EvaluationResult {
+  const budget: Budget = { deadline: performance.now() + (input.budgetMs ?? 50), ticks: 0 };
+  const outcomes = select(input.campaigns.map((c) => runCampaign(c, input, budget)), input);
+  const ledger = ledgerOf(input);
+  const effects: Effect[] = [];
+  const ruleFailureReasons: RuleFailureReason[] = [];
+  const triggered = new Set<number>();
+  for (const o of outcomes) {
+    ruleFailureReasons.push(...o.reasons);
+    for (const e of o.effects) {
+      let props = e.props;
+      if (DISCOUNT_TYPES.has(e.effectType)) {
+        try {
+          props = applyMoney(e, ledger);
+        } catch (err) {
+          if (!(err instanceof EvalError)) throw err;
+          ruleFailureReasons.push({
+            campaignId: o.campaign.id,
+            campaignName: o.campaign.name,
+            rulesetId: o.campaign.rulesetId,
+            ruleIndex: e.ruleIndex,
+            ruleName: e.ruleName,
+            details: err.message,
+          });
+          continue;
+        }
+      }
+      effects.push({ campaignId: o.campaign.id, rulesetId: o.campaign.rulesetId, ruleIndex: e.ruleIndex, ruleName: e.ruleName, effectType: e.effectType, props });
+      triggered.add(o.campaign.id);
+    }
+  }
+  return { effects, ruleFailureReasons, triggeredCampaignIds: [...triggered] };
+}
+
+/** Rough cost of an input: rules × cart lines (what makes an evaluation worth a worker thread). */
+export function estimateCost(input: EvaluationInput): number {
+  const lines = Math.max(1, ((input.session as { CartItems?: unknown[] }).CartItems ?? []).length);
+  let rules = 0;
+  for (const c of input.campaigns) rules += Array.isArray(c.ruleset?.rules) ? c.ruleset.rules.length : 1;
+  return rules * lines;
+}

@@ -1,0 +1,501 @@
+// The operator table: each entry says its arity, what literal type each argument must have (checked
+// at compile time) and how to build its closure. New operators are added here and nowhere else.
+import { RE2JS } from 're2js';
+import { applyBlock, type Block, type Env, type Fn } from './runtime.js';
+import { EvalError } from './types.js';
+import { clean, deepEqual, formatTime, isTime, parseNumber, roundHalfAway, timeOf, typeName } from './values.js';
+
+export type ArgKind = 'any' | 'number' | 'string' | 'boolean' | 'list' | 'time' | 'regex' | 'numOrTime' | 'block';
+
+export interface OpDef {
+  min: number;
+  max: number;
+  /** The kind of argument i of n. */
+  kind: (i: number, n: number) => ArgKind;
+  build: (args: Array<Fn | Block>, literals: unknown[]) => Fn;
+}
+
+const fns = (args: Array<Fn | Block>) => args as Fn[];
+const all = (k: ArgKind) => () => k;
+const pos = (...kinds: ArgKind[]) => (i: number) => kinds[i] ?? 'any';
+
+const num = (v: unknown, op: string): number => {
+  if (typeof v !== 'number') throw new EvalError(`${op} expects a number, got ${typeName(v)}`);
+  return v;
+};
+const str = (v: unknown, op: string): string => {
+  if (typeof v !== 'string') throw new EvalError(`${op} expects a string, got ${typeName(v)}`);
+  return v;
+};
+const bool = (v: unknown, op: string): boolean => {
+  if (typeof v !== 'boolean') throw new EvalError(`${op} expects a boolean, got ${typeName(v)}`);
+  return v;
+};
+const list = (v: unknown, op: string): unknown[] => {
+  if (!Array.isArray(v)) throw new EvalError(`${op} expects a list, got ${typeName(v)}`);
+  return v;
+};
+
+/** Two numbers, or two RFC 3339 times as instants; anything else is an error. */
+function ordered(a: unknown, b: unknown, op: string): [number, number] {
+  if (typeof a === 'number' && typeof b === 'number') return [a, b];
+  if (typeof a === 'string' && typeof b === 'string') return [timeOf(a, op), timeOf(b, op)];
+  throw new EvalError(`${op} compares two numbers or two times, got ${typeName(a)} and ${typeName(b)}`);
+}
+
+const compare = (op: string, test: (x: number, y: number) => boolean): OpDef => ({
+  min: 2,
+  max: 2,
+  kind: all('numOrTime'),
+  build: (args) => {
+    const [a, b] = fns(args) as [Fn, Fn];
+    return (env) => {
+      const [x, y] = ordered(a(env), b(env), op);
+      return test(x, y);
+    };
+  },
+});
+
+const arithmetic = (op: string, f: (x: number, y: number) => number): OpDef => ({
+  min: 1,
+  max: Infinity,
+  kind: all('number'),
+  build: (args) => {
+    const a = fns(args);
+    return (env) => {
+      let acc = num(a[0]!(env), op);
+      for (let i = 1; i < a.length; i++) acc = clean(f(acc, num(a[i]!(env), op)));
+      return acc;
+    };
+  },
+});
+
+const unaryNum = (op: string, f: (x: number) => number): OpDef => ({
+  min: 1,
+  max: 1,
+  kind: all('number'),
+  build: (args) => {
+    const [a] = fns(args) as [Fn];
+    return (env) => f(num(a(env), op));
+  },
+});
+
+const stringPair = (op: string, f: (s: string, t: string) => unknown): OpDef => ({
+  min: 2,
+  max: 2,
+  kind: all('string'),
+  build: (args) => {
+    const [a, b] = fns(args) as [Fn, Fn];
+    return (env) => f(str(a(env), op), str(b(env), op));
+  },
+});
+
+const minMax = (op: string, pick: (xs: number[]) => number): OpDef => ({
+  min: 1,
+  max: Infinity,
+  kind: (_i, n) => (n === 1 ? 'any' : 'number'),
+  build: (args) => {
+    const a = fns(args);
+    return (env) => {
+      const values = a.length === 1 ? (Array.isArray(a[0]!(env)) ? (a[0]!(env) as unknown[]) : [a[0]!(env)]) : a.map((f) => f(env));
+      if (values.length === 0) throw new EvalError(`${op} of an empty list`);
+      return pick(values.map((v) => num(v, op)));
+    };
+  },
+});
+
+const listBlock = (op: string, run: (xs: unknown[], block: Block, env: Env) => unknown): OpDef => ({
+  min: 2,
+  max: 2,
+  kind: pos('list', 'block'),
+  build: (args) => {
+    const xs = args[0] as Fn;
+    const block = args[1] as Block;
+    return (env) => run(list(xs(env), op), block, env);
+  },
+});
+
+const regexCache = new Map<string, RE2JS>();
+/** RE2 semantics in linear time (re2js); a malformed pattern throws. */
+export function compileRegex(pattern: string): RE2JS {
+  let re = regexCache.get(pattern);
+  if (!re) {
+    re = RE2JS.compile(pattern);
+    if (regexCache.size > 1000) regexCache.clear();
+    regexCache.set(pattern, re);
+  }
+  return re;
+}
+
+const toStringValue = (v: unknown): string => {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (v === null) return 'null';
+  return JSON.stringify(v);
+};
+
+const sortBy = (op: string, key: (v: unknown) => number | string): OpDef =>
+  listBlock(op, (xs, block, env) =>
+    xs
+      .map((x, i) => ({ x, i, k: key(applyBlock(block, env, x)) }))
+      .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.i - b.i))
+      .map((e) => e.x),
+  );
+
+const toStringOp: OpDef = {
+  min: 1,
+  max: 1,
+  kind: all('any'),
+  build: (args) => {
+    const [a] = fns(args) as [Fn];
+    return (env) => toStringValue(a(env));
+  },
+};
+
+export const operators: Record<string, OpDef> = {
+  // logic
+  and: {
+    min: 1,
+    max: Infinity,
+    kind: all('boolean'),
+    build: (args) => {
+      const a = fns(args);
+      return (env) => {
+        for (const f of a) if (!bool(f(env), 'and')) return false;
+        return true;
+      };
+    },
+  },
+  or: {
+    min: 1,
+    max: Infinity,
+    kind: all('boolean'),
+    build: (args) => {
+      const a = fns(args);
+      return (env) => {
+        for (const f of a) if (bool(f(env), 'or')) return true;
+        return false;
+      };
+    },
+  },
+  not: { min: 1, max: 1, kind: all('boolean'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => !bool(a(env), 'not'); } },
+  if: {
+    min: 3,
+    max: 3,
+    kind: pos('boolean', 'any', 'any'),
+    build: (args) => {
+      const [c, t, e] = fns(args) as [Fn, Fn, Fn];
+      return (env) => (bool(c(env), 'if') ? t(env) : e(env));
+    },
+  },
+  catch: {
+    min: 2,
+    max: 2,
+    kind: all('any'),
+    build: (args) => {
+      const [fallback, expr] = fns(args) as [Fn, Fn];
+      return (env) => {
+        try {
+          return expr(env);
+        } catch (e) {
+          if (e instanceof EvalError && e.message !== 'evaluation budget exceeded') return fallback(env);
+          throw e;
+        }
+      };
+    },
+  },
+  // compare
+  '=': { min: 2, max: 2, kind: all('any'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => deepEqual(a(env), b(env)); } },
+  '!=': { min: 2, max: 2, kind: all('any'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => !deepEqual(a(env), b(env)); } },
+  '<': compare('<', (x, y) => x < y),
+  '<=': compare('<=', (x, y) => x <= y),
+  '>': compare('>', (x, y) => x > y),
+  '>=': compare('>=', (x, y) => x >= y),
+  between: {
+    min: 3,
+    max: 3,
+    kind: all('numOrTime'),
+    build: (args) => {
+      const [x, lo, hi] = fns(args) as [Fn, Fn, Fn];
+      return (env) => {
+        const v = x(env);
+        const [a, l] = ordered(v, lo(env), 'between');
+        const [, h] = ordered(v, hi(env), 'between');
+        return a >= l && a <= h;
+      };
+    },
+  },
+  // math
+  '+': arithmetic('+', (x, y) => x + y),
+  '-': arithmetic('-', (x, y) => x - y),
+  '*': arithmetic('*', (x, y) => x * y),
+  '/': arithmetic('/', (x, y) => {
+    if (y === 0) throw new EvalError('division by zero');
+    return x / y;
+  }),
+  mod: {
+    min: 2,
+    max: 2,
+    kind: all('number'),
+    build: (args) => {
+      const [a, b] = fns(args) as [Fn, Fn];
+      return (env) => {
+        const x = num(a(env), 'mod');
+        const y = num(b(env), 'mod');
+        if (y === 0) throw new EvalError('mod by zero');
+        return clean(x % y);
+      };
+    },
+  },
+  abs: unaryNum('abs', Math.abs),
+  floor: unaryNum('floor', Math.floor),
+  ceil: unaryNum('ceil', Math.ceil),
+  min: minMax('min', (xs) => Math.min(...xs)),
+  max: minMax('max', (xs) => Math.max(...xs)),
+  round: {
+    min: 1,
+    max: 2,
+    kind: all('number'),
+    build: (args) => {
+      const [x, d] = fns(args) as [Fn, Fn | undefined];
+      return (env) => {
+        const digits = d ? num(d(env), 'round') : 0;
+        if (!Number.isInteger(digits) || digits < 0 || digits > 15) throw new EvalError('round digits must be an integer from 0 to 15');
+        return roundHalfAway(num(x(env), 'round'), digits);
+      };
+    },
+  },
+  // string
+  concat: {
+    min: 1,
+    max: Infinity,
+    kind: all('string'),
+    build: (args) => {
+      const a = fns(args);
+      return (env) => a.map((f) => str(f(env), 'concat')).join('');
+    },
+  },
+  lower: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => str(a(env), 'lower').toLowerCase(); } },
+  upper: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => str(a(env), 'upper').toUpperCase(); } },
+  length: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => [...str(a(env), 'length')].length; } },
+  contains: stringPair('contains', (s, t) => s.includes(t)),
+  notContains: stringPair('notContains', (s, t) => !s.includes(t)),
+  startsWith: stringPair('startsWith', (s, t) => s.startsWith(t)),
+  endsWith: stringPair('endsWith', (s, t) => s.endsWith(t)),
+  '~': {
+    min: 2,
+    max: 2,
+    kind: pos('string', 'regex'),
+    build: (args) => {
+      const [s, p] = fns(args) as [Fn, Fn];
+      return (env) => {
+        const pattern = str(p(env), '~');
+        let re: RE2JS;
+        try {
+          re = compileRegex(pattern);
+        } catch (e) {
+          throw new EvalError(`malformed regular expression: ${(e as Error).message}`);
+        }
+        return re.matcher(str(s(env), '~')).find();
+      };
+    },
+  },
+  split: stringPair('split', (s, sep) => (sep === '' ? [...s] : s.split(sep))),
+  join: {
+    min: 2,
+    max: 2,
+    kind: pos('list', 'string'),
+    build: (args) => {
+      const [xs, sep] = fns(args) as [Fn, Fn];
+      return (env) => list(xs(env), 'join').map((v) => str(v, 'join')).join(str(sep(env), 'join'));
+    },
+  },
+  toString: toStringOp,
+  toNumber: {
+    min: 1,
+    max: 1,
+    kind: all('any'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => {
+        const v = a(env);
+        if (typeof v === 'number') return v;
+        const n = parseNumber(str(v, 'toNumber'));
+        if (n === undefined) throw new EvalError(`toNumber cannot read ${JSON.stringify(v)}`);
+        return n;
+      };
+    },
+  },
+  // list
+  list: { min: 0, max: Infinity, kind: all('any'), build: (args) => { const a = fns(args); return (env) => a.map((f) => f(env)); } },
+  count: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'count').length; } },
+  isEmpty: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'isEmpty').length === 0; } },
+  in: {
+    min: 2,
+    max: 2,
+    kind: pos('any', 'list'),
+    build: (args) => {
+      const [x, xs] = fns(args) as [Fn, Fn];
+      return (env) => {
+        const v = x(env);
+        return list(xs(env), 'in').some((e) => deepEqual(e, v));
+      };
+    },
+  },
+  head: {
+    min: 1,
+    max: 1,
+    kind: all('list'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => {
+        const xs = list(a(env), 'head');
+        if (xs.length === 0) throw new EvalError('head of an empty list');
+        return xs[0];
+      };
+    },
+  },
+  tail: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'tail').slice(1); } },
+  item: {
+    min: 2,
+    max: 2,
+    kind: pos('list', 'number'),
+    build: (args) => {
+      const [a, i] = fns(args) as [Fn, Fn];
+      return (env) => {
+        const xs = list(a(env), 'item');
+        const index = num(i(env), 'item');
+        if (!Number.isInteger(index) || index < 0 || index >= xs.length) throw new EvalError(`item index ${index} is out of range`);
+        return xs[index];
+      };
+    },
+  },
+  sum: {
+    min: 1,
+    max: 2,
+    kind: pos('list', 'block'),
+    build: (args) => {
+      const xs = args[0] as Fn;
+      const block = args[1] as Block | undefined;
+      return (env) => {
+        let total = 0;
+        for (const x of list(xs(env), 'sum')) total = clean(total + num(block ? applyBlock(block, env, x) : x, 'sum'));
+        return total;
+      };
+    },
+  },
+  map: listBlock('map', (xs, b, env) => xs.map((x) => applyBlock(b, env, x))),
+  filter: listBlock('filter', (xs, b, env) => xs.filter((x) => bool(applyBlock(b, env, x), 'filter'))),
+  exists: listBlock('exists', (xs, b, env) => xs.some((x) => bool(applyBlock(b, env, x), 'exists'))),
+  every: listBlock('every', (xs, b, env) => xs.every((x) => bool(applyBlock(b, env, x), 'every'))),
+  sortByNumber: sortBy('sortByNumber', (v) => num(v, 'sortByNumber')),
+  sortByString: listBlock('sortByString', (xs, block, env) =>
+    xs
+      .map((x, i) => ({ x, i, k: [...str(applyBlock(block, env, x), 'sortByString')].map((c) => c.codePointAt(0)!) }))
+      .sort((a, b) => {
+        for (let j = 0; j < Math.min(a.k.length, b.k.length); j++) if (a.k[j] !== b.k[j]) return a.k[j]! - b.k[j]!;
+        return a.k.length - b.k.length || a.i - b.i;
+      })
+      .map((e) => e.x),
+  ),
+  reverse: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => [...list(a(env), 'reverse')].reverse(); } },
+  append: {
+    min: 2,
+    max: 2,
+    kind: pos('list', 'any'),
+    build: (args) => {
+      const [a, x] = fns(args) as [Fn, Fn];
+      return (env) => [...list(a(env), 'append'), x(env)];
+    },
+  },
+  unique: {
+    min: 1,
+    max: 1,
+    kind: all('list'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => {
+        const out: unknown[] = [];
+        for (const v of list(a(env), 'unique')) if (!out.some((o) => deepEqual(o, v))) out.push(v);
+        return out;
+      };
+    },
+  },
+  cartItemsMatching: {
+    min: 1,
+    max: 1,
+    kind: all('block'),
+    build: (args) => {
+      const block = args[0] as Block;
+      return (env) => {
+        const session = env.roots.Session as { CartItems?: unknown } | undefined;
+        return list(session?.CartItems, 'cartItemsMatching').filter((x) => bool(applyBlock(block, env, x), 'cartItemsMatching'));
+      };
+    },
+  },
+  // time (the calendar operators of rules.md section 3 come with the rest of the language)
+  now: { min: 0, max: 0, kind: all('any'), build: () => (env) => env.roots.Now },
+  parseTime: {
+    min: 1,
+    max: 1,
+    kind: all('time'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => formatTime(timeOf(a(env), 'parseTime'));
+    },
+  },
+  after: { min: 2, max: 2, kind: all('time'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => timeOf(a(env), 'after') > timeOf(b(env), 'after'); } },
+  before: { min: 2, max: 2, kind: all('time'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => timeOf(a(env), 'before') < timeOf(b(env), 'before'); } },
+  betweenTimes: {
+    min: 3,
+    max: 3,
+    kind: all('time'),
+    build: (args) => {
+      const [t, s, e] = fns(args) as [Fn, Fn, Fn];
+      return (env) => {
+        const x = timeOf(t(env), 'betweenTimes');
+        return x >= timeOf(s(env), 'betweenTimes') && x <= timeOf(e(env), 'betweenTimes');
+      };
+    },
+  },
+  // domain
+  eventType: {
+    min: 1,
+    max: 1,
+    kind: all('string'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => deepEqual((env.roots.Event as { Type?: unknown } | undefined)?.Type, a(env));
+    },
+  },
+};
+
+/** Is the literal acceptable where an argument of this kind is expected? */
+export function literalFits(kind: ArgKind, v: unknown): string | undefined {
+  switch (kind) {
+    case 'any':
+      return undefined;
+    case 'number':
+      return typeof v === 'number' ? undefined : `expected a number, got ${typeName(v)}`;
+    case 'string':
+      return typeof v === 'string' ? undefined : `expected a string, got ${typeName(v)}`;
+    case 'boolean':
+      return typeof v === 'boolean' ? undefined : `expected a boolean, got ${typeName(v)}`;
+    case 'list':
+      return `expected a list, got ${typeName(v)}`;
+    case 'block':
+      return `expected a block, got ${typeName(v)}`;
+    case 'time':
+      return isTime(v) ? undefined : `expected an RFC 3339 time, got ${JSON.stringify(v)}`;
+    case 'numOrTime':
+      return typeof v === 'number' || isTime(v) ? undefined : `expected a number or an RFC 3339 time, got ${JSON.stringify(v)}`;
+    case 'regex':
+      if (typeof v !== 'string') return `expected a regular expression, got ${typeName(v)}`;
+      try {
+        compileRegex(v);
+        return undefined;
+      } catch (e) {
+        return `malformed regular expression: ${(e as Error).message}`;
+      }
+  }
+}

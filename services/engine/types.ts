@@ -1,0 +1,103 @@
+// The engine's public shapes: rulesets in, effects and failure reasons out. Messages to the
+// worker pool carry EvaluationInput and EvaluationResult as they are (plain, structured-cloneable).
+
+export interface BindingSpec {
+  name: string;
+  expression: unknown;
+}
+
+export interface RuleSpec {
+  title: string;
+  description?: string;
+  bindings?: BindingSpec[];
+  condition: unknown;
+  effects: unknown[];
+}
+
+export interface RulesetSpec {
+  rules: RuleSpec[];
+  bindings: BindingSpec[];
+}
+
+export interface CampaignInput {
+  id: number;
+  name: string;
+  tags: string[];
+  attributes: Record<string, unknown>;
+  rulesetId: number;
+  ruleset: RulesetSpec;
+}
+
+export type CampaignPriority = 'universal' | 'stackable' | 'exclusive';
+export type ExclusiveStrategy = 'listOrder' | 'lowestDiscount' | 'highestDiscount';
+
+export interface EvaluationInput {
+  version: 1;
+  application: {
+    id: number;
+    currency: string;
+    timezone: string;
+    attributes: Record<string, unknown>;
+    campaignPriority: CampaignPriority;
+    exclusiveCampaignsStrategy: ExclusiveStrategy;
+  };
+  /** Candidates, already filtered, in list order. */
+  campaigns: CampaignInput[];
+  /** The Session root (rules.md section 2). */
+  session: Record<string, unknown>;
+  /** The Profile root. */
+  profile: Record<string, unknown>;
+  event: { Type: string; Attributes: Record<string, unknown> };
+  /** RFC 3339. */
+  now: string;
+  /** Evaluation budget of the whole input in ms (default 50). */
+  budgetMs?: number;
+}
+
+export interface Effect {
+  campaignId: number;
+  rulesetId: number;
+  ruleIndex: number;
+  ruleName: string;
+  effectType: string;
+  props: Record<string, unknown>;
+}
+
+export interface RuleFailureReason {
+  campaignId: number;
+  campaignName: string;
+  rulesetId: number;
+  ruleIndex: number;
+  ruleName: string;
+  /** Set when an effect (not the condition) failed. */
+  effectIndex?: number;
+  details: string;
+}
+
+export interface EvaluationResult {
+  effects: Effect[];
+  ruleFailureReasons: RuleFailureReason[];
+  triggeredCampaignIds: number[];
+}
+
+/** A compile error: what is wrong, and where (JSON pointer into the ruleset). */
+export interface RuleCompileIssue {
+  message: string;
+  pointer: string;
+  ruleIndex?: number;
+}
+
+export class RuleCompileError extends Error {
+  constructor(readonly errors: RuleCompileIssue[]) {
+    super(errors.map((e) => `${e.pointer}: ${e.message}`).join('; '));
+    this.name = 'RuleCompileError';
+  }
+}
+
+/** A run-time error of an expression (missing data, type mismatch, division by zero, budget). */
+export class EvalError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EvalError';
+  }
+}
