@@ -6,7 +6,7 @@ import { startNode } from './node.js';
 const options = nodeOptionsFromEnv(process.env);
 const node = await startNode(options);
 const email = options.adminEmail ?? 'admin@perkline.local';
-const base = node.httpUrl.replace('://0.0.0.0', '://localhost');
+const base = `http://localhost:${new URL(node.httpUrl).port}`;
 const login = (password: string) =>
   `curl -s -X POST ${base}/v1/sessions -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password}"}'`;
 if (node.bootstrap.generatedPassword) {

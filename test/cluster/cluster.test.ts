@@ -185,6 +185,7 @@ describe.runIf(postgresUp && natsUp)('cluster of 3 nodes on NATS and Postgres', 
       );
     }
     const elapsed = Date.now() - killedAt;
+    console.log(`every session served again ${elapsed} ms after the kill`);
     expect(pending.size).toBe(0);
     expect(elapsed).toBeLessThan(10_000);
     // Writes work again too, on the new owners.
