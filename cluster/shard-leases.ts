@@ -35,6 +35,19 @@ const encode = (v: unknown) => encoder.encode(JSON.stringify(v));
 export const shardOf = (key: string, shardCount: number): number => fnv1a(key) % shardCount;
 
 /**
+ * murmur3's finaliser: FNV-1a of strings that differ only in their last characters stays
+ * correlated (one node of "a", "b", "c" would win half the shards); mixing spreads the scores.
+ */
+function mix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
  * Shard ownership of a cluster, kept in two NATS JetStream KV buckets.
  *
  * - `<prefix>_nodes` (bucket TTL = lease TTL): each node puts `node.<id>` every heartbeat. Every
@@ -199,7 +212,7 @@ export class ShardLeases implements ShardMap {
     let best: string | undefined;
     let bestScore = -1;
     for (const n of nodes) {
-      const score = fnv1a(`${shard}:${n}`);
+      const score = mix32(fnv1a(`${shard}:${n}`));
       if (score > bestScore || (score === bestScore && best !== undefined && n < best)) {
         best = n;
         bestScore = score;

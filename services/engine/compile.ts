@@ -45,7 +45,8 @@ export function compileExpr(node: unknown, pointer: string, scope: Scope): Fn {
   const args = node.slice(1);
   if (args.length < op.min || args.length > op.max) {
     const want = op.max === Infinity ? `at least ${op.min}` : op.min === op.max ? `${op.min}` : `${op.min} to ${op.max}`;
-    return fail(scope, pointer, `${head} takes ${want} argument${op.max === 1 ? '' : 's'}, got ${args.length}`);
+    const plural = op.max === 1 || (op.min === 1 && op.max === Infinity) ? '' : 's';
+    return fail(scope, pointer, `${head} takes ${want} argument${plural}, got ${args.length}`);
   }
   let ok = true;
   const compiled = args.map((arg, i): Fn | Block => {

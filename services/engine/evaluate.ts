@@ -40,7 +40,7 @@ export function compiledFor(campaign: Pick<CampaignInput, 'rulesetId' | 'ruleset
 
 interface CampaignOutcome {
   campaign: CampaignInput;
-  effects: Array<RawEffect & { ruleIndex: number; ruleName: string }>;
+  effects: Array<RawEffect & { ruleIndex: number; ruleName: string; effectIndex: number }>;
   reasons: RuleFailureReason[];
 }
 
@@ -115,7 +115,7 @@ function runCampaign(campaign: CampaignInput, input: EvaluationInput, budget: Bu
         if (e.message === 'evaluation budget exceeded') return outcome;
         continue;
       }
-      for (const o of out) outcome.effects.push({ ...o, ruleIndex, ruleName });
+      for (const o of out) outcome.effects.push({ ...o, ruleIndex, ruleName, effectIndex });
     }
   }
   return outcome;
@@ -216,6 +216,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
             rulesetId: o.campaign.rulesetId,
             ruleIndex: e.ruleIndex,
             ruleName: e.ruleName,
+            effectIndex: e.effectIndex,
             details: err.message,
           });
           continue;

@@ -65,6 +65,8 @@ const arithmetic = (op: string, f: (x: number, y: number) => number): OpDef => (
     return (env) => {
       let acc = num(a[0]!(env), op);
       for (let i = 1; i < a.length; i++) acc = clean(f(acc, num(a[i]!(env), op)));
+      // JSON has no Infinity: an overflow would leave the engine as null, so it is an error here.
+      if (!Number.isFinite(acc)) throw new EvalError(`${op}: the result is out of range`);
       return acc;
     };
   },
@@ -97,7 +99,11 @@ const minMax = (op: string, pick: (xs: number[]) => number): OpDef => ({
   build: (args) => {
     const a = fns(args);
     return (env) => {
-      const values = a.length === 1 ? (Array.isArray(a[0]!(env)) ? (a[0]!(env) as unknown[]) : [a[0]!(env)]) : a.map((f) => f(env));
+      let values: unknown[];
+      if (a.length === 1) {
+        const only = a[0]!(env);
+        values = Array.isArray(only) ? only : [only];
+      } else values = a.map((f) => f(env));
       if (values.length === 0) throw new EvalError(`${op} of an empty list`);
       return pick(values.map((v) => num(v, op)));
     };
@@ -250,8 +256,9 @@ export const operators: Record<string, OpDef> = {
   abs: unaryNum('abs', Math.abs),
   floor: unaryNum('floor', Math.floor),
   ceil: unaryNum('ceil', Math.ceil),
-  min: minMax('min', (xs) => Math.min(...xs)),
-  max: minMax('max', (xs) => Math.max(...xs)),
+  // A loop, not Math.min(...xs): spreading a long list from request data overflows the stack.
+  min: minMax('min', (xs) => xs.reduce((m, x) => (x < m ? x : m))),
+  max: minMax('max', (xs) => xs.reduce((m, x) => (x > m ? x : m))),
   round: {
     min: 1,
     max: 2,
