@@ -64,7 +64,7 @@ describe('createEvaluator', () => {
 
   it('gives identical results inline and in the pool on a randomized corpus', async () => {
     const rand = random(20260301);
-    const corpus = Array.from({ length: 200 }, (_, n) => corpusInput(rand, n));
+    const corpus = Array.from({ length: 1000 }, (_, n) => corpusInput(rand, n));
     const results = await Promise.all(corpus.map(async (i) => [await inline.evaluate(i), await pooled.evaluate(i)] as const));
     let effects = 0;
     for (const [a, b] of results) {
