@@ -72,15 +72,18 @@ const arithmetic = (op: string, f: (x: number, y: number) => number): OpDef => (
   },
 });
 
-const unaryNum = (op: string, f: (x: number) => number): OpDef => ({
+/** An operator of one argument: f gets the evaluated argument. */
+const unary = (kind: ArgKind, f: (v: unknown) => unknown): OpDef => ({
   min: 1,
   max: 1,
-  kind: all('number'),
+  kind: all(kind),
   build: (args) => {
     const [a] = fns(args) as [Fn];
-    return (env) => f(num(a(env), op));
+    return (env) => f(a(env));
   },
 });
+
+const unaryNum = (op: string, f: (x: number) => number): OpDef => unary('number', (v) => f(num(v, op)));
 
 const stringPair = (op: string, f: (s: string, t: string) => unknown): OpDef => ({
   min: 2,
@@ -148,16 +151,6 @@ const sortBy = (op: string, key: (v: unknown) => number | string): OpDef =>
       .map((e) => e.x),
   );
 
-const toStringOp: OpDef = {
-  min: 1,
-  max: 1,
-  kind: all('any'),
-  build: (args) => {
-    const [a] = fns(args) as [Fn];
-    return (env) => toStringValue(a(env));
-  },
-};
-
 export const operators: Record<string, OpDef> = {
   // logic
   and: {
@@ -184,7 +177,7 @@ export const operators: Record<string, OpDef> = {
       };
     },
   },
-  not: { min: 1, max: 1, kind: all('boolean'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => !bool(a(env), 'not'); } },
+  not: unary('boolean', (v) => !bool(v, 'not')),
   if: {
     min: 3,
     max: 3,
@@ -282,9 +275,9 @@ export const operators: Record<string, OpDef> = {
       return (env) => a.map((f) => str(f(env), 'concat')).join('');
     },
   },
-  lower: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => str(a(env), 'lower').toLowerCase(); } },
-  upper: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => str(a(env), 'upper').toUpperCase(); } },
-  length: { min: 1, max: 1, kind: all('string'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => [...str(a(env), 'length')].length; } },
+  lower: unary('string', (v) => str(v, 'lower').toLowerCase()),
+  upper: unary('string', (v) => str(v, 'upper').toUpperCase()),
+  length: unary('string', (v) => [...str(v, 'length')].length),
   contains: stringPair('contains', (s, t) => s.includes(t)),
   notContains: stringPair('notContains', (s, t) => !s.includes(t)),
   startsWith: stringPair('startsWith', (s, t) => s.startsWith(t)),
@@ -317,7 +310,7 @@ export const operators: Record<string, OpDef> = {
       return (env) => list(xs(env), 'join').map((v) => str(v, 'join')).join(str(sep(env), 'join'));
     },
   },
-  toString: toStringOp,
+  toString: unary('any', toStringValue),
   toNumber: {
     min: 1,
     max: 1,
@@ -335,8 +328,8 @@ export const operators: Record<string, OpDef> = {
   },
   // list
   list: { min: 0, max: Infinity, kind: all('any'), build: (args) => { const a = fns(args); return (env) => a.map((f) => f(env)); } },
-  count: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'count').length; } },
-  isEmpty: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'isEmpty').length === 0; } },
+  count: unary('list', (v) => list(v, 'count').length),
+  isEmpty: unary('list', (v) => list(v, 'isEmpty').length === 0),
   in: {
     min: 2,
     max: 2,
@@ -362,7 +355,7 @@ export const operators: Record<string, OpDef> = {
       };
     },
   },
-  tail: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => list(a(env), 'tail').slice(1); } },
+  tail: unary('list', (v) => list(v, 'tail').slice(1)),
   item: {
     min: 2,
     max: 2,
@@ -405,7 +398,7 @@ export const operators: Record<string, OpDef> = {
       })
       .map((e) => e.x),
   ),
-  reverse: { min: 1, max: 1, kind: all('list'), build: (args) => { const [a] = fns(args) as [Fn]; return (env) => [...list(a(env), 'reverse')].reverse(); } },
+  reverse: unary('list', (v) => [...list(v, 'reverse')].reverse()),
   append: {
     min: 2,
     max: 2,
