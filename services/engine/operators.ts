@@ -2,10 +2,11 @@
 // at compile time) and how to build its closure. New operators are added here and nowhere else.
 import { RE2JS } from 're2js';
 import { applyBlock, type Block, type Env, type Fn } from './runtime.js';
+import { addDuration, daysBetween, isDuration, localFields } from './calendar.js';
 import { EvalError } from './types.js';
 import { clean, deepEqual, formatTime, isTime, parseNumber, roundHalfAway, timeOf, typeName } from './values.js';
 
-export type ArgKind = 'any' | 'number' | 'string' | 'boolean' | 'list' | 'time' | 'regex' | 'numOrTime' | 'block';
+export type ArgKind = 'any' | 'number' | 'string' | 'boolean' | 'list' | 'time' | 'regex' | 'numOrTime' | 'block' | 'duration';
 
 export interface OpDef {
   min: number;
@@ -150,6 +151,26 @@ const sortBy = (op: string, key: (v: unknown) => number | string): OpDef =>
       .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.i - b.i))
       .map((e) => e.x),
   );
+
+const shift = (op: string, sign: 1 | -1): OpDef => ({
+  min: 2,
+  max: 2,
+  kind: pos('time', 'duration'),
+  build: (args) => {
+    const [t, d] = fns(args) as [Fn, Fn];
+    return (env) => formatTime(addDuration(timeOf(t(env), op), str(d(env), op), env.timezone, sign));
+  },
+});
+
+const localField = (op: string, field: 'year' | 'month' | 'day' | 'hour' | 'minute' | 'weekday'): OpDef => ({
+  min: 1,
+  max: 1,
+  kind: all('time'),
+  build: (args) => {
+    const [t] = fns(args) as [Fn];
+    return (env) => localFields(timeOf(t(env), op), env.timezone)[field];
+  },
+});
 
 export const operators: Record<string, OpDef> = {
   // logic
@@ -433,7 +454,7 @@ export const operators: Record<string, OpDef> = {
       };
     },
   },
-  // time (the calendar operators of rules.md section 3 come with the rest of the language)
+  // time
   now: { min: 0, max: 0, kind: all('any'), build: () => (env) => env.roots.Now },
   parseTime: {
     min: 1,
@@ -458,6 +479,23 @@ export const operators: Record<string, OpDef> = {
       };
     },
   },
+  addDuration: shift('addDuration', 1),
+  subDuration: shift('subDuration', -1),
+  daysBetween: {
+    min: 2,
+    max: 2,
+    kind: all('time'),
+    build: (args) => {
+      const [a, b] = fns(args) as [Fn, Fn];
+      return (env) => daysBetween(timeOf(a(env), 'daysBetween'), timeOf(b(env), 'daysBetween'), env.timezone);
+    },
+  },
+  hour: localField('hour', 'hour'),
+  minute: localField('minute', 'minute'),
+  weekday: localField('weekday', 'weekday'),
+  monthDay: localField('monthDay', 'day'),
+  month: localField('month', 'month'),
+  year: localField('year', 'year'),
   // domain
   eventType: {
     min: 1,
@@ -489,6 +527,8 @@ export function literalFits(kind: ArgKind, v: unknown): string | undefined {
       return isTime(v) ? undefined : `expected an RFC 3339 time, got ${JSON.stringify(v)}`;
     case 'numOrTime':
       return typeof v === 'number' || isTime(v) ? undefined : `expected a number or an RFC 3339 time, got ${JSON.stringify(v)}`;
+    case 'duration':
+      return isDuration(v) ? undefined : `expected a duration such as 30s, 40m, 1h, 7D, 2W, 1M or 1Y, got ${JSON.stringify(v)}`;
     case 'regex':
       if (typeof v !== 'string') return `expected a regular expression, got ${typeName(v)}`;
       try {
