@@ -16,6 +16,20 @@ export interface Scope {
   locals: readonly string[];
   issues: RuleCompileIssue[];
   ruleIndex?: number;
+  /** Wrap calls so an evaluation error records the pointer of the node that failed (slower). */
+  trace?: boolean;
+}
+
+function traced(fn: Fn, pointer: string, scope: Scope): Fn {
+  if (!scope.trace) return fn;
+  return (env) => {
+    try {
+      return fn(env);
+    } catch (e) {
+      if (e instanceof EvalError && e.pointer === undefined) e.pointer = pointer;
+      throw e;
+    }
+  };
 }
 
 const fail = (scope: Scope, pointer: string, message: string): Fn => {
@@ -39,7 +53,7 @@ export function compileExpr(node: unknown, pointer: string, scope: Scope): Fn {
   const head = node[0];
   if (isBlockForm(node)) return fail(scope, pointer, 'a block is only allowed as an argument of an operator that takes one');
   if (typeof head !== 'string') return fail(scope, pointer, 'an array must be a call ["op", ...], a block or a ["list", ...] form');
-  if (head === '.' || head === '.|') return compilePath(node, pointer, scope);
+  if (head === '.' || head === '.|') return traced(compilePath(node, pointer, scope), pointer, scope);
   const op = Object.hasOwn(operators, head) ? operators[head] : undefined;
   if (!op) return fail(scope, pointer, `unknown operator ${JSON.stringify(head)}`);
   const args = node.slice(1);
@@ -67,7 +81,7 @@ export function compileExpr(node: unknown, pointer: string, scope: Scope): Fn {
     return compileExpr(arg, argPointer, scope);
   });
   if (!ok) return () => { throw new EvalError(`not compiled: ${head}`); };
-  return op.build(compiled, args);
+  return traced(op.build(compiled, args), pointer, scope);
 }
 
 export function compileBlock(node: unknown, pointer: string, scope: Scope): Block | undefined {
@@ -222,10 +236,13 @@ export function compileRuleset(spec: RulesetSpec): CompiledRuleset {
   return compiled;
 }
 
-/** Compiles one expression against the roots of rules.md section 2 (the rule evaluator for authors). */
-export function compileExpression(expr: unknown, extraRoots: readonly string[] = []): Fn {
+/**
+ * Compiles one expression against the roots of rules.md section 2 (the rule evaluator for authors);
+ * with `trace`, evaluation errors carry the pointer of the failing node.
+ */
+export function compileExpression(expr: unknown, extraRoots: readonly string[] = [], options: { trace?: boolean } = {}): Fn {
   const issues: RuleCompileIssue[] = [];
-  const fn = compileExpr(expr, '', { roots: new Set([...BUILTIN_ROOTS, ...extraRoots]), locals: [], issues });
+  const fn = compileExpr(expr, '', { roots: new Set([...BUILTIN_ROOTS, ...extraRoots]), locals: [], issues, trace: options.trace ?? false });
   if (issues.length > 0) throw new RuleCompileError(issues);
   return fn;
 }

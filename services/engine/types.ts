@@ -96,6 +96,9 @@ export class RuleCompileError extends Error {
 
 /** A run-time error of an expression (missing data, type mismatch, division by zero, budget). */
 export class EvalError extends Error {
+  /** JSON pointer of the innermost node that failed, when compiled with tracing. */
+  pointer?: string;
+
   constructor(message: string) {
     super(message);
     this.name = 'EvalError';
