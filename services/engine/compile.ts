@@ -115,40 +115,71 @@ function compilePath(node: unknown[], pointer: string, scope: Scope): Fn {
       return fail(scope, `${pointer}/${i + 2}`, 'a path key is a string or a list index');
     }
   }
-  const isLocal = scope.locals.includes(root);
-  if (!isLocal && !scope.roots.has(root)) return fail(scope, `${pointer}/1`, `unknown root ${JSON.stringify(root)}`);
+  // A block parameter is found by its lexical depth (no name look-up at run time).
+  const localIndex = scope.locals.lastIndexOf(root);
+  const depth = localIndex < 0 ? -1 : scope.locals.length - 1 - localIndex;
+  if (depth < 0 && !scope.roots.has(root)) return fail(scope, `${pointer}/1`, `unknown root ${JSON.stringify(root)}`);
   const fallback = withFallback ? compileExpr(node[node.length - 1], `${pointer}/${node.length - 1}`, scope) : undefined;
-  const walk = (env: Env): unknown => {
-    let value: unknown;
-    let found = false;
-    if (isLocal) {
-      for (let f = env.frame; f; f = f.parent) {
-        if (f.name === root) {
-          value = f.value;
-          found = true;
-          break;
+  // The error message names the path walked so far; it is built only when a step fails.
+  const at = (i: number) => [root, ...keys.slice(0, i)].join('.');
+  // Keys that Object.prototype also has must be checked as own properties; any other key can be
+  // read directly and checked only when it comes back undefined (JSON has no undefined values).
+  const direct = keys.map((k) => typeof k === 'string' && !(k in Object.prototype));
+  const step = (value: unknown, i: number): unknown => {
+    const k = keys[i] as string | number;
+    if (value !== null && typeof value === 'object') {
+      if (Array.isArray(value)) {
+        if (typeof k === 'number') {
+          if (k >= value.length) throw new EvalError(`${at(i)}[${k}] is out of range`);
+          return value[k];
         }
+      } else if (direct[i]) {
+        const v = (value as Record<string, unknown>)[k as string];
+        if (v !== undefined || Object.hasOwn(value, k)) return v;
+      } else if (Object.hasOwn(value, k)) {
+        return (value as Record<string | number, unknown>)[k];
       }
     }
-    if (!found) {
-      if (!Object.prototype.hasOwnProperty.call(env.roots, root)) throw new EvalError(`${root} is not available here`);
-      value = env.roots[root];
-      if (value instanceof FailedBinding) throw value.error;
-    }
-    let at = root;
-    for (const k of keys) {
-      if (Array.isArray(value) && typeof k === 'number') {
-        if (k >= value.length) throw new EvalError(`${at}[${k}] is out of range`);
-        value = value[k];
-      } else if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, k as string)) {
-        value = (value as Record<string, unknown>)[k as string];
-      } else {
-        throw new EvalError(`${at} has no ${JSON.stringify(k)}`);
-      }
-      at = `${at}.${k}`;
-    }
-    return value;
+    throw new EvalError(`${at(i)} has no ${JSON.stringify(k)}`);
   };
+  const n = keys.length;
+  const walkKeys =
+    n === 0
+      ? (v: unknown) => v
+      : n === 1
+        ? (v: unknown) => step(v, 0)
+        : n === 2
+          ? (v: unknown) => step(step(v, 0), 1)
+          : (start: unknown): unknown => {
+              let value = start;
+              for (let i = 0; i < n; i++) value = step(value, i);
+              return value;
+            };
+  const key0 = keys[0];
+  const walk: Fn =
+    depth === 0 && n === 1 && direct[0]
+      ? // The hot shape inside blocks: [".", "Item", "Price"].
+        (env) => {
+          const v = env.frame!.value;
+          if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+            const r = (v as Record<string, unknown>)[key0 as string];
+            if (r !== undefined) return r;
+          }
+          return step(v, 0);
+        }
+      : depth >= 0
+      ? (env) => {
+          let f = env.frame!;
+          for (let i = 0; i < depth; i++) f = f.parent!;
+          return walkKeys(f.value);
+        }
+      : (env) => {
+          const roots = env.roots;
+          if (!Object.hasOwn(roots, root)) throw new EvalError(`${root} is not available here`);
+          const value = roots[root];
+          if (value instanceof FailedBinding) throw value.error;
+          return walkKeys(value);
+        };
   if (!fallback) return walk;
   return (env) => {
     try {

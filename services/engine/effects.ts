@@ -1,6 +1,6 @@
 // Effect calls of a rule (rules.md section 4): compiled like expressions, emitting effect records.
 import { compileExpr, type Scope } from './compile.js';
-import { applyBlock, type Env, type Fn } from './runtime.js';
+import { applyTo, startBlock, type Env, type Fn } from './runtime.js';
 import { EvalError } from './types.js';
 import { typeName } from './values.js';
 
@@ -114,9 +114,8 @@ export function compileEffect(node: unknown, pointer: string, scope: Scope): Com
     return (env, out) => {
       const xs = listFn(env);
       if (!Array.isArray(xs)) throw new EvalError(`forEach expects a list, got ${typeName(xs)}`);
-      for (const x of xs) {
-        applyBlock({ param, body: (e) => (inner(e, out), undefined) }, env, x);
-      }
+      const run = startBlock({ param, body: (e) => (inner(e, out), undefined) }, env);
+      for (const x of xs) applyTo(run, x);
     };
   }
   if (LATER.has(name)) return fail(pointer, `effect ${name} is not supported by this version yet`);

@@ -46,9 +46,18 @@ interface CampaignOutcome {
 
 const DISCOUNT_TYPES = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
 
-function runCampaign(campaign: CampaignInput, input: EvaluationInput, budget: Budget): CampaignOutcome {
-  const outcome: CampaignOutcome = { campaign, effects: [], reasons: [] };
-  const reason = (ruleIndex: number, ruleName: string, details: string, effectIndex?: number): RuleFailureReason => ({
+/** Evaluates a binding into the roots; a failure is kept and rethrown where the binding is used. */
+function bind(name: string, fn: (e: Env) => unknown, e: Env): void {
+  try {
+    e.roots[name] = fn(e);
+  } catch (err) {
+    if (!(err instanceof EvalError)) throw err;
+    e.roots[name] = new FailedBinding(err);
+  }
+}
+
+function failure(campaign: CampaignInput, ruleIndex: number, ruleName: string, details: string, effectIndex?: number): RuleFailureReason {
+  return {
     campaignId: campaign.id,
     campaignName: campaign.name,
     rulesetId: campaign.rulesetId,
@@ -56,43 +65,35 @@ function runCampaign(campaign: CampaignInput, input: EvaluationInput, budget: Bu
     ruleName,
     ...(effectIndex !== undefined ? { effectIndex } : {}),
     details,
-  });
+  };
+}
+
+const BUDGET = 'evaluation budget exceeded';
+
+function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, input: EvaluationInput, budget: Budget): CampaignOutcome {
+  const outcome: CampaignOutcome = { campaign, effects: [], reasons: [] };
   let compiled: CompiledRuleset;
   try {
     compiled = compiledFor(campaign);
   } catch (e) {
-    outcome.reasons.push(reason(-1, '', `ruleset does not compile: ${(e as Error).message}`));
+    outcome.reasons.push(failure(campaign, -1, '', `ruleset does not compile: ${(e as Error).message}`));
     return outcome;
   }
-  const roots: Record<string, unknown> = {
-    Session: input.session,
-    Profile: input.profile,
-    Event: input.event,
-    Application: {
-      Id: input.application.id,
-      Currency: input.application.currency,
-      Timezone: input.application.timezone,
-      Attributes: input.application.attributes,
-    },
-    Campaign: { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes },
-    Now: input.now,
-  };
+  // The roots are shared by every campaign of the evaluation; a ruleset with bindings gets its own
+  // copy so that its binding names never reach another campaign.
+  const campaignRoot = { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes };
+  const roots = compiled.bindings.length > 0 ? { ...base, Campaign: campaignRoot } : base;
+  if (roots === base) base.Campaign = campaignRoot;
   const env: Env = { roots, frame: undefined, budget, timezone: input.application.timezone };
-  const bind = (name: string, fn: (e: Env) => unknown, target: Record<string, unknown>) => {
-    try {
-      target[name] = fn(env);
-    } catch (e) {
-      if (!(e instanceof EvalError)) throw e;
-      target[name] = new FailedBinding(e);
-    }
-  };
-  for (const b of compiled.bindings) bind(b.name, b.fn, roots);
-  for (const [ruleIndex, rule] of compiled.rules.entries()) {
+  for (const b of compiled.bindings) bind(b.name, b.fn, env);
+  const rules = compiled.rules;
+  for (let ruleIndex = 0; ruleIndex < rules.length; ruleIndex++) {
+    const rule = rules[ruleIndex]!;
     const ruleName = rule.title;
     let ruleEnv = env;
     if (rule.bindings.length > 0) {
       ruleEnv = { ...env, roots: { ...roots } };
-      for (const b of rule.bindings) bind(b.name, (e) => b.fn({ ...e, roots: ruleEnv.roots }), ruleEnv.roots);
+      for (const b of rule.bindings) bind(b.name, b.fn, ruleEnv);
     }
     try {
       tick(ruleEnv);
@@ -101,18 +102,18 @@ function runCampaign(campaign: CampaignInput, input: EvaluationInput, budget: Bu
       if (!fired) continue;
     } catch (e) {
       if (!(e instanceof EvalError)) throw e;
-      outcome.reasons.push(reason(ruleIndex, ruleName, e.message));
-      if (e.message === 'evaluation budget exceeded') return outcome;
+      outcome.reasons.push(failure(campaign, ruleIndex, ruleName, e.message));
+      if (e.message === BUDGET) return outcome;
       continue;
     }
-    for (const [effectIndex, effect] of rule.effects.entries()) {
+    for (let effectIndex = 0; effectIndex < rule.effects.length; effectIndex++) {
       const out: RawEffect[] = [];
       try {
-        effect(ruleEnv, out);
+        rule.effects[effectIndex]!(ruleEnv, out);
       } catch (e) {
         if (!(e instanceof EvalError)) throw e;
-        outcome.reasons.push(reason(ruleIndex, ruleName, e.message, effectIndex));
-        if (e.message === 'evaluation budget exceeded') return outcome;
+        outcome.reasons.push(failure(campaign, ruleIndex, ruleName, e.message, effectIndex));
+        if (e.message === BUDGET) return outcome;
         continue;
       }
       for (const o of out) outcome.effects.push({ ...o, ruleIndex, ruleName, effectIndex });
@@ -144,8 +145,10 @@ function select(outcomes: CampaignOutcome[], input: EvaluationInput): CampaignOu
 interface Ledger {
   digits: number;
   session: number;
-  items: Map<number, number>;
-  costs: Map<string, number>;
+  /** Remaining amount per item position and per additional cost, filled when first needed. */
+  items?: Map<number, number>;
+  costs?: Map<string, number>;
+  input: EvaluationInput;
 }
 
 /**
@@ -161,43 +164,71 @@ function applyMoney(effect: RawEffect, ledger: Ledger): Record<string, unknown> 
   let cost: string | undefined;
   if (effect.effectType === 'setDiscountPerItem') {
     item = effect.props.position as number;
-    const left = ledger.items.get(item);
+    const left = itemsOf(ledger).get(item);
     if (left === undefined) throw new EvalError(`no cart item at position ${item}`);
     cap = Math.min(cap, left);
   } else if (effect.effectType === 'setDiscountPerAdditionalCost') {
     cost = effect.props.additionalCost as string;
-    const left = ledger.costs.get(cost);
+    const left = costsOf(ledger).get(cost);
     if (left === undefined) throw new EvalError(`no additional cost ${JSON.stringify(cost)}`);
     cap = Math.min(cap, left);
   }
   const granted = Math.min(requested, Math.max(0, cap));
   ledger.session -= granted;
-  if (item !== undefined) ledger.items.set(item, ledger.items.get(item)! - granted);
-  if (cost !== undefined) ledger.costs.set(cost, ledger.costs.get(cost)! - granted);
+  if (item !== undefined) ledger.items!.set(item, ledger.items!.get(item)! - granted);
+  if (cost !== undefined) ledger.costs!.set(cost, ledger.costs!.get(cost)! - granted);
   const props: Record<string, unknown> = { ...effect.props, value: fromMinor(granted, ledger.digits) };
   if (granted < requested) props.desiredValue = fromMinor(requested, ledger.digits);
   return props;
 }
 
+type SessionAmounts = {
+  Total?: number;
+  CartItems?: Array<{ Position?: number; Price?: number; Quantity?: number }>;
+  AdditionalCosts?: Record<string, { Price?: number }>;
+};
+
 function ledgerOf(input: EvaluationInput): Ledger {
   const digits = currencyDigits(input.application.currency);
-  const s = input.session as {
-    Total?: number;
-    CartItems?: Array<{ Position?: number; Price?: number; Quantity?: number }>;
-    AdditionalCosts?: Record<string, { Price?: number }>;
-  };
-  const items = new Map<number, number>();
-  for (const [i, it] of (s.CartItems ?? []).entries()) items.set(it.Position ?? i, toMinor((it.Price ?? 0) * (it.Quantity ?? 1), digits));
-  const costs = new Map<string, number>();
-  for (const [k, v] of Object.entries(s.AdditionalCosts ?? {})) costs.set(k, toMinor(v.Price ?? 0, digits));
-  return { digits, session: toMinor(s.Total ?? 0, digits), items, costs };
+  return { digits, session: toMinor((input.session as SessionAmounts).Total ?? 0, digits), input };
+}
+
+function itemsOf(ledger: Ledger): Map<number, number> {
+  if (!ledger.items) {
+    ledger.items = new Map();
+    for (const [i, it] of ((ledger.input.session as SessionAmounts).CartItems ?? []).entries()) {
+      ledger.items.set(it.Position ?? i, toMinor((it.Price ?? 0) * (it.Quantity ?? 1), ledger.digits));
+    }
+  }
+  return ledger.items;
+}
+
+function costsOf(ledger: Ledger): Map<string, number> {
+  if (!ledger.costs) {
+    ledger.costs = new Map();
+    for (const [k, v] of Object.entries((ledger.input.session as SessionAmounts).AdditionalCosts ?? {})) ledger.costs.set(k, toMinor(v.Price ?? 0, ledger.digits));
+  }
+  return ledger.costs;
 }
 
 /** Evaluates the candidate campaigns of one session, event or profile update. */
 export function evaluate(input: EvaluationInput): EvaluationResult {
   const budget: Budget = { deadline: performance.now() + (input.budgetMs ?? 50), ticks: 0 };
-  const outcomes = select(input.campaigns.map((c) => runCampaign(c, input, budget)), input);
-  const ledger = ledgerOf(input);
+  const base: Record<string, unknown> = {
+    Session: input.session,
+    Profile: input.profile,
+    Event: input.event,
+    Application: {
+      Id: input.application.id,
+      Currency: input.application.currency,
+      Timezone: input.application.timezone,
+      Attributes: input.application.attributes,
+    },
+    Now: input.now,
+  };
+  const outcomes = select(input.campaigns.map((c) => runCampaign(c, base, input, budget)), input);
+  // Amounts are read only when a discount is to be applied.
+  let ledger: Ledger | undefined;
   const effects: Effect[] = [];
   const ruleFailureReasons: RuleFailureReason[] = [];
   const triggered = new Set<number>();
@@ -207,7 +238,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
       let props = e.props;
       if (DISCOUNT_TYPES.has(e.effectType)) {
         try {
-          props = applyMoney(e, ledger);
+          props = applyMoney(e, (ledger ??= ledgerOf(input)));
         } catch (err) {
           if (!(err instanceof EvalError)) throw err;
           ruleFailureReasons.push({

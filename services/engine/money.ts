@@ -16,7 +16,8 @@ export function currencyDigits(currency: string): number {
 /** The amount in minor units, rounded half away from zero (12.345 EUR → 1235). */
 export const toMinor = (amount: number, digits: number): number => Math.round(roundHalfAway(amount, digits) * 10 ** digits);
 
-export const fromMinor = (minor: number, digits: number): number => Number((minor / 10 ** digits).toFixed(digits));
+// Integer division by a power of ten is correctly rounded, so it equals parsing the decimal text.
+export const fromMinor = (minor: number, digits: number): number => minor / 10 ** digits;
 
 /**
  * Splits `total` minor units over weights so that the parts sum exactly to the total: each part

@@ -1,7 +1,7 @@
 // The operator table: each entry says its arity, what literal type each argument must have (checked
 // at compile time) and how to build its closure. New operators are added here and nowhere else.
 import { RE2JS } from 're2js';
-import { applyBlock, type Block, type Env, type Fn } from './runtime.js';
+import { applyTo, startBlock, type Block, type Env, type Fn } from './runtime.js';
 import { addDuration, daysBetween, isDuration, localFields } from './calendar.js';
 import { EvalError } from './types.js';
 import { clean, deepEqual, formatTime, isTime, parseNumber, roundHalfAway, timeOf, typeName } from './values.js';
@@ -44,6 +44,27 @@ function ordered(a: unknown, b: unknown, op: string): [number, number] {
   throw new EvalError(`${op} compares two numbers or two times, got ${typeName(a)} and ${typeName(b)}`);
 }
 
+const isPrimitive = (v: unknown) => v === null || (typeof v !== 'object' && typeof v !== 'undefined');
+
+/** Deep equality; against a literal scalar it is a plain === (the common case in conditions). */
+const equality = (negate: boolean): OpDef => ({
+  min: 2,
+  max: 2,
+  kind: all('any'),
+  build: (args, literals) => {
+    const [a, b] = fns(args) as [Fn, Fn];
+    if (isPrimitive(literals[1])) {
+      const lit = literals[1];
+      return negate ? (env) => a(env) !== lit : (env) => a(env) === lit;
+    }
+    if (isPrimitive(literals[0])) {
+      const lit = literals[0];
+      return negate ? (env) => b(env) !== lit : (env) => b(env) === lit;
+    }
+    return negate ? (env) => !deepEqual(a(env), b(env)) : (env) => deepEqual(a(env), b(env));
+  },
+});
+
 const compare = (op: string, test: (x: number, y: number) => boolean): OpDef => ({
   min: 2,
   max: 2,
@@ -51,8 +72,12 @@ const compare = (op: string, test: (x: number, y: number) => boolean): OpDef => 
   build: (args) => {
     const [a, b] = fns(args) as [Fn, Fn];
     return (env) => {
-      const [x, y] = ordered(a(env), b(env), op);
-      return test(x, y);
+      const x = a(env);
+      const y = b(env);
+      // Numbers are the common case: no tuple is made for them.
+      if (typeof x === 'number' && typeof y === 'number') return test(x, y);
+      const [tx, ty] = ordered(x, y, op);
+      return test(tx, ty);
     };
   },
 });
@@ -145,12 +170,13 @@ const toStringValue = (v: unknown): string => {
 };
 
 const sortBy = (op: string, key: (v: unknown) => number | string): OpDef =>
-  listBlock(op, (xs, block, env) =>
-    xs
-      .map((x, i) => ({ x, i, k: key(applyBlock(block, env, x)) }))
+  listBlock(op, (xs, block, env) => {
+    const run = startBlock(block, env);
+    return xs
+      .map((x, i) => ({ x, i, k: key(applyTo(run, x)) }))
       .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.i - b.i))
-      .map((e) => e.x),
-  );
+      .map((e) => e.x);
+  });
 
 const shift = (op: string, sign: 1 | -1): OpDef => ({
   min: 2,
@@ -180,6 +206,10 @@ export const operators: Record<string, OpDef> = {
     kind: all('boolean'),
     build: (args) => {
       const a = fns(args);
+      if (a.length === 2) {
+        const [x, y] = a as [Fn, Fn];
+        return (env) => bool(x(env), 'and') && bool(y(env), 'and');
+      }
       return (env) => {
         for (const f of a) if (!bool(f(env), 'and')) return false;
         return true;
@@ -192,6 +222,10 @@ export const operators: Record<string, OpDef> = {
     kind: all('boolean'),
     build: (args) => {
       const a = fns(args);
+      if (a.length === 2) {
+        const [x, y] = a as [Fn, Fn];
+        return (env) => bool(x(env), 'or') || bool(y(env), 'or');
+      }
       return (env) => {
         for (const f of a) if (bool(f(env), 'or')) return true;
         return false;
@@ -225,8 +259,8 @@ export const operators: Record<string, OpDef> = {
     },
   },
   // compare
-  '=': { min: 2, max: 2, kind: all('any'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => deepEqual(a(env), b(env)); } },
-  '!=': { min: 2, max: 2, kind: all('any'), build: (args) => { const [a, b] = fns(args) as [Fn, Fn]; return (env) => !deepEqual(a(env), b(env)); } },
+  '=': equality(false),
+  '!=': equality(true),
   '<': compare('<', (x, y) => x < y),
   '<=': compare('<=', (x, y) => x <= y),
   '>': compare('>', (x, y) => x > y),
@@ -348,7 +382,20 @@ export const operators: Record<string, OpDef> = {
     },
   },
   // list
-  list: { min: 0, max: Infinity, kind: all('any'), build: (args) => { const a = fns(args); return (env) => a.map((f) => f(env)); } },
+  list: {
+    min: 0,
+    max: Infinity,
+    kind: all('any'),
+    build: (args, literals) => {
+      // A list of literals is built once: no operator changes a list it is given.
+      if (literals.every((l) => l === null || typeof l !== 'object')) {
+        const constant = Object.freeze([...literals]);
+        return () => constant;
+      }
+      const a = fns(args);
+      return (env) => a.map((f) => f(env));
+    },
+  },
   count: unary('list', (v) => list(v, 'count').length),
   isEmpty: unary('list', (v) => list(v, 'isEmpty').length === 0),
   in: {
@@ -359,7 +406,13 @@ export const operators: Record<string, OpDef> = {
       const [x, xs] = fns(args) as [Fn, Fn];
       return (env) => {
         const v = x(env);
-        return list(xs(env), 'in').some((e) => deepEqual(e, v));
+        const items = list(xs(env), 'in');
+        if (isPrimitive(v)) {
+          for (let i = 0; i < items.length; i++) if (items[i] === v) return true;
+          return false;
+        }
+        for (let i = 0; i < items.length; i++) if (deepEqual(items[i], v)) return true;
+        return false;
       };
     },
   },
@@ -400,25 +453,45 @@ export const operators: Record<string, OpDef> = {
       const block = args[1] as Block | undefined;
       return (env) => {
         let total = 0;
-        for (const x of list(xs(env), 'sum')) total = clean(total + num(block ? applyBlock(block, env, x) : x, 'sum'));
+        const run = block ? startBlock(block, env) : undefined;
+        for (const x of list(xs(env), 'sum')) total = clean(total + num(run ? applyTo(run, x) : x, 'sum'));
         return total;
       };
     },
   },
-  map: listBlock('map', (xs, b, env) => xs.map((x) => applyBlock(b, env, x))),
-  filter: listBlock('filter', (xs, b, env) => xs.filter((x) => bool(applyBlock(b, env, x), 'filter'))),
-  exists: listBlock('exists', (xs, b, env) => xs.some((x) => bool(applyBlock(b, env, x), 'exists'))),
-  every: listBlock('every', (xs, b, env) => xs.every((x) => bool(applyBlock(b, env, x), 'every'))),
+  map: listBlock('map', (xs, b, env) => {
+    const run = startBlock(b, env);
+    const out = new Array<unknown>(xs.length);
+    for (let i = 0; i < xs.length; i++) out[i] = applyTo(run, xs[i]);
+    return out;
+  }),
+  filter: listBlock('filter', (xs, b, env) => {
+    const run = startBlock(b, env);
+    const out: unknown[] = [];
+    for (const x of xs) if (bool(applyTo(run, x), 'filter')) out.push(x);
+    return out;
+  }),
+  exists: listBlock('exists', (xs, b, env) => {
+    const run = startBlock(b, env);
+    for (const x of xs) if (bool(applyTo(run, x), 'exists')) return true;
+    return false;
+  }),
+  every: listBlock('every', (xs, b, env) => {
+    const run = startBlock(b, env);
+    for (const x of xs) if (!bool(applyTo(run, x), 'every')) return false;
+    return true;
+  }),
   sortByNumber: sortBy('sortByNumber', (v) => num(v, 'sortByNumber')),
-  sortByString: listBlock('sortByString', (xs, block, env) =>
-    xs
-      .map((x, i) => ({ x, i, k: [...str(applyBlock(block, env, x), 'sortByString')].map((c) => c.codePointAt(0)!) }))
+  sortByString: listBlock('sortByString', (xs, block, env) => {
+    const run = startBlock(block, env);
+    return xs
+      .map((x, i) => ({ x, i, k: [...str(applyTo(run, x), 'sortByString')].map((c) => c.codePointAt(0)!) }))
       .sort((a, b) => {
         for (let j = 0; j < Math.min(a.k.length, b.k.length); j++) if (a.k[j] !== b.k[j]) return a.k[j]! - b.k[j]!;
         return a.k.length - b.k.length || a.i - b.i;
       })
-      .map((e) => e.x),
-  ),
+      .map((e) => e.x);
+  }),
   reverse: unary('list', (v) => [...list(v, 'reverse')].reverse()),
   append: {
     min: 2,
@@ -450,7 +523,10 @@ export const operators: Record<string, OpDef> = {
       const block = args[0] as Block;
       return (env) => {
         const session = env.roots.Session as { CartItems?: unknown } | undefined;
-        return list(session?.CartItems, 'cartItemsMatching').filter((x) => bool(applyBlock(block, env, x), 'cartItemsMatching'));
+        const run = startBlock(block, env);
+        const out: unknown[] = [];
+        for (const x of list(session?.CartItems, 'cartItemsMatching')) if (bool(applyTo(run, x), 'cartItemsMatching')) out.push(x);
+        return out;
       };
     },
   },

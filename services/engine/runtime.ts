@@ -35,9 +35,27 @@ export function tick(env: Env): void {
   }
 }
 
-export function applyBlock(block: Block, env: Env, value: unknown): unknown {
-  tick(env);
-  return block.body({ roots: env.roots, frame: { name: block.param, value, parent: env.frame }, budget: env.budget, timezone: env.timezone });
+/** A block being applied to the elements of a list: one frame whose value changes per element. */
+export interface BlockRun {
+  body: Fn;
+  frame: Frame;
+  inner: Env;
+  outer: Env;
+}
+
+/**
+ * Starts applying a block. Safe to reuse one frame because evaluation is synchronous and no block
+ * outlives the operator that applies it; no closure is made per application.
+ */
+export function startBlock(block: Block, env: Env): BlockRun {
+  const frame: Frame = { name: block.param, value: undefined, parent: env.frame };
+  return { body: block.body, frame, inner: { roots: env.roots, frame, budget: env.budget, timezone: env.timezone }, outer: env };
+}
+
+export function applyTo(run: BlockRun, value: unknown): unknown {
+  tick(run.outer);
+  run.frame.value = value;
+  return run.body(run.inner);
 }
 
 /** A binding whose expression failed: using it fails the same way. */

@@ -75,7 +75,14 @@ export const clean = (x: number): number => (Number.isInteger(x) || !Number.isFi
 export function roundHalfAway(x: number, digits = 0): number {
   const sign = x < 0 ? -1 : 1;
   const abs = Math.abs(x);
-  const r = Number(`${Math.round(Number(`${abs}e${digits}`))}e${-digits}`);
+  const scaled = abs * 10 ** digits;
+  const floor = Math.floor(scaled);
+  // Far from a half, binary rounding cannot change the answer; near one (1.005 * 100 is
+  // 100.49999999999999), decide on the decimal text of the number.
+  const r =
+    Math.abs(scaled - floor - 0.5) > 1e-6
+      ? (scaled - floor > 0.5 ? floor + 1 : floor) / 10 ** digits
+      : Number(`${Math.round(Number(`${abs}e${digits}`))}e${-digits}`);
   return r === 0 ? 0 : sign * r;
 }
 
