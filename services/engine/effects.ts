@@ -1,8 +1,10 @@
 // Effect calls of a rule (rules.md section 4): compiled like expressions, emitting effect records.
 import { compileExpr, type Scope } from './compile.js';
-import { applyTo, startBlock, type Env, type Fn } from './runtime.js';
+import { addDuration, isDuration } from './calendar.js';
+import { generateCode, transactionId } from './codes.js';
+import { applyTo, startBlock, type Env, type EvalContext, type Fn } from './runtime.js';
 import { EvalError } from './types.js';
-import { typeName } from './values.js';
+import { formatTime, parseTime, typeName } from './values.js';
 
 export interface RawEffect {
   effectType: string;
@@ -11,7 +13,7 @@ export interface RawEffect {
 
 export type CompiledEffect = (env: Env, out: RawEffect[]) => void;
 
-type ArgKind = 'string' | 'number' | 'any' | 'options';
+type ArgKind = 'string' | 'number' | 'any' | 'options' | 'id';
 
 interface EffectDef {
   /** Kinds of the positional arguments; an 'options' kind must be last and may be omitted. */
@@ -38,6 +40,45 @@ function boundItemPosition(env: Env): number | undefined {
   return undefined;
 }
 
+const ctxOf = (env: Env, effect: string): EvalContext => {
+  if (!env.ctx) throw new EvalError(`${effect} needs a campaign evaluation`);
+  return env.ctx;
+};
+const options = (v: unknown): Record<string, unknown> => (v === undefined ? {} : (v as Record<string, unknown>));
+const optString = (o: Record<string, unknown>, key: string): string | undefined => {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  return str(v, key);
+};
+const profileOf = (env: Env): string => String((env.roots.Session as { ProfileId?: unknown } | undefined)?.ProfileId ?? '');
+const idOf = (v: unknown, what: string): string => {
+  if (typeof v === 'number' || typeof v === 'string') return String(v);
+  throw new EvalError(`${what} must be an id, got ${typeName(v)}`);
+};
+/** now + duration in the Application's calendar, as a time; undefined without a duration. */
+const after = (env: Env, duration: string | undefined, what: string): string | undefined => {
+  if (duration === undefined || duration === 'unlimited') return undefined;
+  if (!isDuration(duration)) throw new EvalError(`${what} must be a duration such as 30D or 1Y, got ${JSON.stringify(duration)}`);
+  const now = parseTime(ctxOf(env, what).input.now)!;
+  return formatTime(addDuration(now, duration, env.timezone, 1));
+};
+const positive = (v: unknown, what: string): number => {
+  const n = num(v, what);
+  if (n <= 0) throw new EvalError(`${what} must be positive, got ${n}`);
+  return n;
+};
+const audience = (type: 'addToAudience' | 'removeFromAudience'): EffectDef => ({
+  args: ['id'],
+  emit: ([id], env) => {
+    const audienceId = idOf(id, 'audience id');
+    const facts = ctxOf(env, type).input.facts?.audiences?.[audienceId];
+    if (!facts) throw new EvalError(`unknown audience ${audienceId}`);
+    return { effectType: type, props: { audienceId: Number(audienceId), audienceName: facts.name, profileIntegrationId: profileOf(env) } };
+  },
+});
+
+const ATTRIBUTE_PATH = /^(Session|Profile)\.Attributes\.[^.].*$/;
+
 const effects: Record<string, EffectDef> = {
   setDiscount: {
     args: ['string', 'number'],
@@ -63,6 +104,101 @@ const effects: Record<string, EffectDef> = {
     args: ['string', 'string'],
     emit: ([sku, name]) => ({ effectType: 'addFreeItem', props: { sku: str(sku, 'sku'), name: str(name, 'name') } }),
   },
+  createCoupon: {
+    args: ['options'],
+    optional: 1,
+    emit: ([opts], env) => {
+      const ctx = ctxOf(env, 'createCoupon');
+      const o = options(opts);
+      const usageLimit = o.usageLimit === undefined ? 1 : num(o.usageLimit, 'usageLimit');
+      const discountLimit = o.discountLimit === undefined ? 0 : num(o.discountLimit, 'discountLimit');
+      const expiryDate = after(env, optString(o, 'expiryDuration'), 'expiryDuration');
+      const recipient = optString(o, 'recipient') ?? profileOf(env);
+      const value = generateCode(ctx, ctx.campaign.couponSettings);
+      return {
+        effectType: 'couponCreated',
+        props: { value, profileId: recipient, usageLimit, discountLimit, ...(expiryDate ? { expiryDate } : {}) },
+      };
+    },
+  },
+  createReferral: {
+    args: ['options'],
+    optional: 1,
+    emit: ([opts], env) => {
+      const ctx = ctxOf(env, 'createReferral');
+      const friend = optString(options(opts), 'friendProfileIntegrationId');
+      return {
+        effectType: 'referralCreated',
+        props: {
+          value: generateCode(ctx, ctx.campaign.referralSettings),
+          advocateProfileIntegrationId: profileOf(env),
+          ...(friend ? { friendProfileIntegrationId: friend } : {}),
+        },
+      };
+    },
+  },
+  addLoyaltyPoints: {
+    args: ['id', 'number', 'options'],
+    optional: 1,
+    emit: ([program, points, opts], env) => {
+      const ctx = ctxOf(env, 'addLoyaltyPoints');
+      const o = options(opts);
+      const startDate = after(env, optString(o, 'pendingDuration'), 'pendingDuration') ?? formatTime(parseTime(ctx.input.now)!);
+      const expiryDate = after(env, optString(o, 'expiryDuration'), 'expiryDuration') ?? 'unlimited';
+      return {
+        effectType: 'addLoyaltyPoints',
+        props: {
+          programId: Number(idOf(program, 'program id')),
+          subLedgerId: optString(o, 'subledgerId') ?? '',
+          value: positive(points, 'points'),
+          recipientIntegrationId: profileOf(env),
+          transactionUUID: transactionId(ctx),
+          startDate,
+          expiryDate,
+          name: optString(o, 'name') ?? '',
+        },
+      };
+    },
+  },
+  deductLoyaltyPoints: {
+    args: ['id', 'number', 'options'],
+    optional: 1,
+    emit: ([program, points, opts], env) => {
+      const ctx = ctxOf(env, 'deductLoyaltyPoints');
+      const o = options(opts);
+      return {
+        effectType: 'deductLoyaltyPoints',
+        props: {
+          programId: Number(idOf(program, 'program id')),
+          subLedgerId: optString(o, 'subledgerId') ?? '',
+          value: positive(points, 'points'),
+          transactionUUID: transactionId(ctx),
+          name: optString(o, 'name') ?? '',
+        },
+      };
+    },
+  },
+  increaseAchievementProgress: {
+    args: ['id', 'number'],
+    emit: ([id, delta], env) => {
+      const achievementId = idOf(id, 'achievement id');
+      const a = ctxOf(env, 'increaseAchievementProgress').input.facts?.achievements?.[achievementId];
+      if (!a) throw new EvalError(`unknown achievement ${achievementId}`);
+      const d = positive(delta, 'delta');
+      const value = a.progress + d;
+      return {
+        effectType: 'increaseAchievementProgress',
+        props: {
+          achievementId: Number(achievementId),
+          achievementName: a.name,
+          delta: d,
+          value,
+          target: a.target,
+          isJustCompleted: a.progress < a.target && value >= a.target,
+        },
+      };
+    },
+  },
   showNotification: {
     args: ['string', 'string', 'string'],
     emit: ([type, title, body]) => ({
@@ -70,25 +206,32 @@ const effects: Record<string, EffectDef> = {
       props: { notificationType: str(type, 'type'), title: str(title, 'title'), body: str(body, 'body') },
     }),
   },
+  triggerWebhook: {
+    args: ['id', 'options'],
+    optional: 1,
+    emit: ([id, params], env) => {
+      const webhookId = idOf(id, 'webhook id');
+      const w = ctxOf(env, 'triggerWebhook').input.facts?.webhooks?.[webhookId];
+      if (!w) throw new EvalError(`unknown webhook ${webhookId}`);
+      return { effectType: 'triggerWebhook', props: { webhookId: Number(webhookId), webhookName: w.name, params: options(params) } };
+    },
+  },
+  updateAttribute: {
+    args: ['string', 'any'],
+    emit: ([path, value]) => {
+      const p = str(path, 'path');
+      if (!ATTRIBUTE_PATH.test(p)) throw new EvalError(`updateAttribute takes Session.Attributes.<name> or Profile.Attributes.<name>, got ${JSON.stringify(p)}`);
+      return { effectType: 'updateAttribute', props: { path: p, value } };
+    },
+  },
+  addToAudience: audience('addToAudience'),
+  removeFromAudience: audience('removeFromAudience'),
   customEffect: {
     args: ['string', 'any'],
     emit: ([name, payload]) => ({ effectType: 'customEffect', props: { name: str(name, 'name'), payload } }),
   },
   noop: { args: [], emit: () => undefined },
 };
-
-/** Effects of rules.md section 4 that arrive with the domains behind them (coupons, loyalty, ...). */
-const LATER = new Set([
-  'createCoupon',
-  'createReferral',
-  'addLoyaltyPoints',
-  'deductLoyaltyPoints',
-  'increaseAchievementProgress',
-  'triggerWebhook',
-  'updateAttribute',
-  'addToAudience',
-  'removeFromAudience',
-]);
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
@@ -118,7 +261,6 @@ export function compileEffect(node: unknown, pointer: string, scope: Scope): Com
       for (const x of xs) applyTo(run, x);
     };
   }
-  if (LATER.has(name)) return fail(pointer, `effect ${name} is not supported by this version yet`);
   const def = Object.hasOwn(effects, name) ? effects[name] : undefined;
   if (!def) return fail(pointer, `unknown effect ${JSON.stringify(name)}`);
   const max = def.args.length;
@@ -130,15 +272,27 @@ export function compileEffect(node: unknown, pointer: string, scope: Scope): Com
   const compiled: Fn[] = args.map((arg, i) => {
     const kind = def.args[i]!;
     const p = `${pointer}/${i + 1}`;
-    if (kind === 'any' && isRecord(arg) && i === args.length - 1) {
+    if (kind === 'options' && !isRecord(arg)) {
+      ok = false;
+      scope.issues.push({ message: `${name}: expected an option map {...}, got ${typeName(arg)}`, pointer: p, ...(scope.ruleIndex !== undefined ? { ruleIndex: scope.ruleIndex } : {}) });
+      return () => undefined;
+    }
+    if ((kind === 'any' || kind === 'options') && isRecord(arg) && i === args.length - 1) {
       // An option map: its values are expressions.
       const entries = Object.entries(arg).map(([k, v]) => [k, compileExpr(v, `${p}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, scope)] as const);
       return (env: Env) => Object.fromEntries(entries.map(([k, f]) => [k, f(env)]));
     }
     if (!Array.isArray(arg) && arg !== null && typeof arg !== 'object') {
-      if ((kind === 'string' && typeof arg !== 'string') || (kind === 'number' && typeof arg !== 'number')) {
+      const badPath = name === 'updateAttribute' && i === 0 && typeof arg === 'string' && !ATTRIBUTE_PATH.test(arg);
+      const wrong =
+        badPath ||
+        (kind === 'string' && typeof arg !== 'string') ||
+        (kind === 'number' && typeof arg !== 'number') ||
+        (kind === 'id' && typeof arg !== 'number' && typeof arg !== 'string');
+      if (wrong) {
         ok = false;
-        scope.issues.push({ message: `${name}: expected a ${kind}, got ${typeName(arg)}`, pointer: p, ...(scope.ruleIndex !== undefined ? { ruleIndex: scope.ruleIndex } : {}) });
+        const what = badPath ? 'Session.Attributes.<name> or Profile.Attributes.<name>' : `a ${kind}`;
+        scope.issues.push({ message: `${name}: expected ${what}, got ${JSON.stringify(arg)}`, pointer: p, ...(scope.ruleIndex !== undefined ? { ruleIndex: scope.ruleIndex } : {}) });
       }
     }
     return compileExpr(arg, p, scope);

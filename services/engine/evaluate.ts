@@ -2,7 +2,8 @@
 import { compileRuleset, type CompiledRuleset } from './compile.js';
 import type { RawEffect } from './effects.js';
 import { currencyDigits, fromMinor, toMinor } from './money.js';
-import { FailedBinding, tick, type Budget, type Env } from './runtime.js';
+import { checkCoupons, checkReferral, CouponReason, ReferralReason, type Rejection } from './redemptions.js';
+import { FailedBinding, tick, type Budget, type Env, type EvalContext } from './runtime.js';
 import {
   EvalError,
   type CampaignInput,
@@ -40,6 +41,11 @@ export function compiledFor(campaign: Pick<CampaignInput, 'rulesetId' | 'ruleset
 
 interface CampaignOutcome {
   campaign: CampaignInput;
+  /** The first fired rule whose condition found couponValid / referralValid true. */
+  couponRule?: { ruleIndex: number; ruleName: string };
+  referralRule?: { ruleIndex: number; ruleName: string };
+  /** Lost to another exclusive campaign. */
+  lost?: boolean;
   effects: Array<RawEffect & { ruleIndex: number; ruleName: string; effectIndex: number }>;
   reasons: RuleFailureReason[];
 }
@@ -70,7 +76,7 @@ function failure(campaign: CampaignInput, ruleIndex: number, ruleName: string, d
 
 const BUDGET = 'evaluation budget exceeded';
 
-function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, input: EvaluationInput, budget: Budget): CampaignOutcome {
+function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, input: EvaluationInput, budget: Budget, serial: { n: number }): CampaignOutcome {
   const outcome: CampaignOutcome = { campaign, effects: [], reasons: [] };
   let compiled: CompiledRuleset;
   try {
@@ -84,7 +90,8 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
   const campaignRoot = { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes };
   const roots = compiled.bindings.length > 0 ? { ...base, Campaign: campaignRoot } : base;
   if (roots === base) base.Campaign = campaignRoot;
-  const env: Env = { roots, frame: undefined, budget, timezone: input.application.timezone };
+  const ctx: EvalContext = { input, campaign, serial, usedCoupon: false, usedReferral: false };
+  const env: Env = { roots, frame: undefined, budget, timezone: input.application.timezone, ctx };
   for (const b of compiled.bindings) bind(b.name, b.fn, env);
   const rules = compiled.rules;
   for (let ruleIndex = 0; ruleIndex < rules.length; ruleIndex++) {
@@ -95,11 +102,15 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
       ruleEnv = { ...env, roots: { ...roots } };
       for (const b of rule.bindings) bind(b.name, b.fn, ruleEnv);
     }
+    ctx.usedCoupon = false;
+    ctx.usedReferral = false;
     try {
       tick(ruleEnv);
       const fired = rule.condition(ruleEnv);
       if (typeof fired !== 'boolean') throw new EvalError(`the condition must be a boolean, got ${fired === null ? 'null' : typeof fired}`);
       if (!fired) continue;
+      if (ctx.usedCoupon) outcome.couponRule ??= { ruleIndex, ruleName };
+      if (ctx.usedReferral) outcome.referralRule ??= { ruleIndex, ruleName };
     } catch (e) {
       if (!(e instanceof EvalError)) throw e;
       outcome.reasons.push(failure(campaign, ruleIndex, ruleName, e.message));
@@ -139,7 +150,7 @@ function select(outcomes: CampaignOutcome[], input: EvaluationInput): CampaignOu
     }
   }
   // Losing campaigns keep their failure reasons but emit nothing.
-  return outcomes.map((o) => (o === winner ? o : { ...o, effects: [] }));
+  return outcomes.map((o) => (o === winner ? o : { ...o, effects: [], lost: true }));
 }
 
 interface Ledger {
@@ -156,10 +167,10 @@ interface Ledger {
  * capped effect carries the requested amount as desiredValue. A discount that is negative is an
  * error of the rule, not a surcharge.
  */
-function applyMoney(effect: RawEffect, ledger: Ledger): Record<string, unknown> {
+function applyMoney(effect: RawEffect, ledger: Ledger, limit = Infinity): Record<string, unknown> {
   const requested = toMinor(effect.props.value as number, ledger.digits);
   if (requested < 0) throw new EvalError('a discount must not be negative');
-  let cap = ledger.session;
+  let cap = Math.min(ledger.session, limit);
   let item: number | undefined;
   let cost: string | undefined;
   if (effect.effectType === 'setDiscountPerItem') {
@@ -226,19 +237,67 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
     },
     Now: input.now,
   };
-  const outcomes = select(input.campaigns.map((c) => runCampaign(c, base, input, budget)), input);
+  const candidates = new Set(input.campaigns.map((c) => c.id));
+  const coupons = checkCoupons(input, candidates);
+  const referral = checkReferral(input, candidates);
+  const serial = { n: 0 };
+  const noCoupon = new FailedBinding(new EvalError('the session carries no valid coupon of this campaign'));
+  const noReferral = new FailedBinding(new EvalError('the session carries no valid referral of this campaign'));
+  const outcomes = select(
+    input.campaigns.map((c) => {
+      const coupon = coupons.byCampaign.get(c.id);
+      base.Coupon = coupon ? { Value: coupon.value, Attributes: coupon.attributes, UsageCounter: coupon.usageCounter, UsageLimit: coupon.usageLimit } : noCoupon;
+      const r = referral.valid?.campaignId === c.id ? referral.valid : undefined;
+      base.Referral = r
+        ? { Code: r.code, AdvocateProfileIntegrationId: r.advocateProfileIntegrationId, FriendProfileIntegrationId: r.friendProfileIntegrationId ?? '', Attributes: r.attributes }
+        : noReferral;
+      return runCampaign(c, base, input, budget, serial);
+    }),
+    input,
+  );
   // Amounts are read only when a discount is to be applied.
   let ledger: Ledger | undefined;
   const effects: Effect[] = [];
   const ruleFailureReasons: RuleFailureReason[] = [];
   const triggered = new Set<number>();
+  const codeEffect = (campaignId: number, rulesetId: number, rule: { ruleIndex: number; ruleName: string } | undefined, effectType: string, props: Record<string, unknown>): Effect => ({
+    campaignId,
+    rulesetId,
+    ruleIndex: rule?.ruleIndex ?? 0,
+    ruleName: rule?.ruleName ?? '',
+    effectType,
+    props,
+  });
+  const reject = (r: Rejection, type: 'rejectCoupon' | 'rejectReferral') =>
+    effects.push(codeEffect(r.campaignId, 0, undefined, type, { value: r.value, rejectionReason: r.reason }));
+  for (const r of coupons.rejections) reject(r, 'rejectCoupon');
+  if (referral.rejection) reject(referral.rejection, 'rejectReferral');
   for (const o of outcomes) {
     ruleFailureReasons.push(...o.reasons);
+    const c = o.campaign;
+    const coupon = coupons.byCampaign.get(c.id);
+    if (coupon) {
+      if (o.lost) effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectCoupon', { value: coupon.value, rejectionReason: CouponReason.notTriggered }));
+      else if (o.couponRule) effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'acceptCoupon', { value: coupon.value }));
+      else effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectCoupon', { value: coupon.value, rejectionReason: CouponReason.rejectedByCondition }));
+    }
+    const ref = referral.valid?.campaignId === c.id ? referral.valid : undefined;
+    if (ref) {
+      if (o.lost) effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectReferral', { value: ref.code, rejectionReason: ReferralReason.notTriggered }));
+      else if (o.referralRule) effects.push(codeEffect(c.id, c.rulesetId, o.referralRule, 'acceptReferral', { value: ref.code }));
+      else effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectReferral', { value: ref.code, rejectionReason: ReferralReason.rejectedByCondition }));
+    }
+    // A coupon with a discount limit caps the discounts of its campaign at what remains of it.
+    const accepted = coupon && o.couponRule && !o.lost ? coupon : undefined;
+    const l0 = accepted?.discountLimit && accepted.discountLimit > 0 ? (ledger ??= ledgerOf(input)) : undefined;
+    let remainder = l0 ? toMinor(accepted!.discountLimit! - (accepted!.discountCounter ?? 0), l0.digits) : Infinity;
     for (const e of o.effects) {
       let props = e.props;
       if (DISCOUNT_TYPES.has(e.effectType)) {
         try {
-          props = applyMoney(e, (ledger ??= ledgerOf(input)));
+          const l = (ledger ??= ledgerOf(input));
+          props = applyMoney(e, l, remainder);
+          remainder -= toMinor(props.value as number, l.digits);
         } catch (err) {
           if (!(err instanceof EvalError)) throw err;
           ruleFailureReasons.push({

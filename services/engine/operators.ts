@@ -1,7 +1,7 @@
 // The operator table: each entry says its arity, what literal type each argument must have (checked
 // at compile time) and how to build its closure. New operators are added here and nowhere else.
 import { RE2JS } from 're2js';
-import { applyTo, startBlock, type Block, type Env, type Fn } from './runtime.js';
+import { applyTo, FailedBinding, startBlock, type Block, type Env, type Fn } from './runtime.js';
 import { addDuration, daysBetween, isDuration, localFields } from './calendar.js';
 import { EvalError } from './types.js';
 import { clean, deepEqual, formatTime, isTime, parseNumber, roundHalfAway, timeOf, typeName } from './values.js';
@@ -573,6 +573,59 @@ export const operators: Record<string, OpDef> = {
   month: localField('month', 'month'),
   year: localField('year', 'year'),
   // domain
+  couponValid: {
+    min: 0,
+    max: 0,
+    kind: all('any'),
+    build: () => (env) => {
+      const c = env.roots.Coupon;
+      const valid = c !== undefined && !(c instanceof FailedBinding);
+      if (valid && env.ctx) env.ctx.usedCoupon = true;
+      return valid;
+    },
+  },
+  referralValid: {
+    min: 0,
+    max: 0,
+    kind: all('any'),
+    build: () => (env) => {
+      const r = env.roots.Referral;
+      const valid = r !== undefined && !(r instanceof FailedBinding);
+      if (valid && env.ctx) env.ctx.usedReferral = true;
+      return valid;
+    },
+  },
+  inAudience: {
+    min: 1,
+    max: 1,
+    kind: all('any'),
+    build: (args) => {
+      const [a] = fns(args) as [Fn];
+      return (env) => {
+        const id = a(env);
+        if (typeof id !== 'number' && typeof id !== 'string') throw new EvalError(`inAudience expects an audience id, got ${typeName(id)}`);
+        const audiences = (env.roots.Profile as { Audiences?: unknown } | undefined)?.Audiences;
+        return Array.isArray(audiences) && audiences.some((x) => String(x) === String(id));
+      };
+    },
+  },
+  loyaltyBalance: {
+    min: 1,
+    max: 2,
+    kind: pos('any', 'string'),
+    build: (args) => {
+      const [p, sub] = fns(args) as [Fn, Fn | undefined];
+      return (env) => {
+        const program = p(env);
+        if (typeof program !== 'number' && typeof program !== 'string') throw new EvalError(`loyaltyBalance expects a program id, got ${typeName(program)}`);
+        // A profile joins a program at its first transaction: no entry is a balance of 0.
+        const entry = env.ctx?.input.facts?.loyalty?.[String(program)];
+        if (!entry) return 0;
+        if (!sub) return entry.balance;
+        return entry.subledgers?.[str(sub(env), 'loyaltyBalance')] ?? 0;
+      };
+    },
+  },
   eventType: {
     min: 1,
     max: 1,

@@ -1,5 +1,16 @@
 // What compiled expressions run against: the roots, the block parameters in scope, and the budget.
-import { EvalError } from './types.js';
+import { EvalError, type CampaignInput, type EvaluationInput } from './types.js';
+
+/** The evaluation a campaign runs in: what domain operators and effects read. */
+export interface EvalContext {
+  input: EvaluationInput;
+  campaign: CampaignInput;
+  /** Counts generated codes and transaction ids within the evaluation. */
+  serial: { n: number };
+  /** Set when couponValid / referralValid answered true in the rule being evaluated. */
+  usedCoupon: boolean;
+  usedReferral: boolean;
+}
 
 export interface Frame {
   name: string;
@@ -19,6 +30,7 @@ export interface Env {
   budget: Budget;
   /** Currency digits and timezone of the Application, for operators that need them. */
   timezone: string;
+  ctx?: EvalContext;
 }
 
 export type Fn = (env: Env) => unknown;
@@ -49,7 +61,7 @@ export interface BlockRun {
  */
 export function startBlock(block: Block, env: Env): BlockRun {
   const frame: Frame = { name: block.param, value: undefined, parent: env.frame };
-  return { body: block.body, frame, inner: { roots: env.roots, frame, budget: env.budget, timezone: env.timezone }, outer: env };
+  return { body: block.body, frame, inner: { roots: env.roots, frame, budget: env.budget, timezone: env.timezone, ctx: env.ctx }, outer: env };
 }
 
 export function applyTo(run: BlockRun, value: unknown): unknown {

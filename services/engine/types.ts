@@ -19,6 +19,12 @@ export interface RulesetSpec {
   bindings: BindingSpec[];
 }
 
+export interface CodeSettings {
+  /** Each `#` is replaced by a character of validCharacters. */
+  couponPattern?: string;
+  validCharacters?: string[];
+}
+
 export interface CampaignInput {
   id: number;
   name: string;
@@ -26,6 +32,58 @@ export interface CampaignInput {
   attributes: Record<string, unknown>;
   rulesetId: number;
   ruleset: RulesetSpec;
+  /** Pattern of coupons created by createCoupon (default `####-####`, A-Z and 0-9). */
+  couponSettings?: CodeSettings;
+  referralSettings?: CodeSettings;
+}
+
+/** A coupon the session carries, as stored (codes not found have no fact). */
+export interface CouponFact {
+  id: number;
+  /** The code as the session sent it (it may differ in case from the stored value). */
+  code?: string;
+  value: string;
+  campaignId: number;
+  usageCounter: number;
+  /** 0 means no limit. */
+  usageLimit: number;
+  discountLimit?: number;
+  discountCounter?: number;
+  startDate?: string;
+  expiryDate?: string;
+  recipientIntegrationId?: string;
+  attributes: Record<string, unknown>;
+  /** A hard reservation exists and the session's profile does not hold it. */
+  reservationRequired?: boolean;
+}
+
+export interface ReferralFact {
+  id: number;
+  code: string;
+  campaignId: number;
+  advocateProfileIntegrationId: string;
+  friendProfileIntegrationId?: string;
+  usageCounter: number;
+  usageLimit: number;
+  startDate?: string;
+  expiryDate?: string;
+  attributes: Record<string, unknown>;
+  /** The session's profile was already referred in this campaign. */
+  alreadyReferred?: boolean;
+}
+
+/** What the engine needs to know beyond the roots; all optional. */
+export interface EvaluationFacts {
+  /** Makes generated codes and transaction ids reproducible (inline and pooled agree). */
+  seed?: string;
+  /** The session's coupon codes, in the order sent, resolved to stored coupons. */
+  coupons?: CouponFact[];
+  referral?: ReferralFact;
+  audiences?: Record<string, { name: string }>;
+  achievements?: Record<string, { name: string; target: number; progress: number }>;
+  webhooks?: Record<string, { name: string }>;
+  /** Active balance per loyalty program id, and per subledger. */
+  loyalty?: Record<string, { balance: number; subledgers?: Record<string, number> }>;
 }
 
 export type CampaignPriority = 'universal' | 'stackable' | 'exclusive';
@@ -52,6 +110,7 @@ export interface EvaluationInput {
   now: string;
   /** Evaluation budget of the whole input in ms (default 50). */
   budgetMs?: number;
+  facts?: EvaluationFacts;
 }
 
 export interface Effect {

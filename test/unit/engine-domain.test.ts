@@ -1,0 +1,223 @@
+import { describe, expect, it } from 'vitest';
+import { checkRuleset, evaluate, type CouponFact, type EvaluationInput, type ReferralFact, type RulesetSpec } from '../../services/engine/index.js';
+
+const rule = (condition: unknown, effects: unknown[], title = 'r') => ({ title, condition, effects });
+const ruleset = (...rules: ReturnType<typeof rule>[]): RulesetSpec => ({ rules, bindings: [] });
+let nextId = 100;
+const campaign = (rs: RulesetSpec, extra: Record<string, unknown> = {}) => {
+  const id = nextId++;
+  return { id, name: `c${id}`, tags: [], attributes: {}, rulesetId: 9000 + id, ruleset: rs, ...extra };
+};
+
+const input = (overrides: Partial<EvaluationInput> = {}, session: Record<string, unknown> = {}): EvaluationInput => ({
+  version: 1,
+  application: { id: 1, currency: 'EUR', timezone: 'Europe/Berlin', attributes: {}, campaignPriority: 'universal', exclusiveCampaignsStrategy: 'listOrder' },
+  campaigns: [],
+  session: { IntegrationId: 's1', ProfileId: 'alice', Total: 100, CartItems: [{ Sku: 'A', Price: 100, Quantity: 1, Position: 0 }], CouponCodes: [], ReferralCode: '', Attributes: {}, AdditionalCosts: {}, ...session },
+  profile: { IntegrationId: 'alice', Attributes: {}, Audiences: [7] },
+  event: { Type: 'service_session_updated', Attributes: {} },
+  now: '2026-03-01T10:00:00Z',
+  facts: { seed: 'seed-1' },
+  ...overrides,
+});
+
+const coupon = (campaignId: number, overrides: Partial<CouponFact> = {}): CouponFact => ({
+  id: 1,
+  value: 'SAVE10',
+  campaignId,
+  usageCounter: 0,
+  usageLimit: 1,
+  attributes: { kind: 'welcome' },
+  ...overrides,
+});
+
+const couponCampaign = () => campaign(ruleset(rule(['couponValid'], [['setDiscount', 'coupon', 10]], 'with coupon')));
+
+describe('effects of rules.md section 4', () => {
+  it('emits every effect with its props', () => {
+    const c = campaign(
+      ruleset(
+        rule(true, [
+          ['createCoupon', { usageLimit: 2, discountLimit: 50, expiryDuration: '30D' }],
+          ['createReferral', { friendProfileIntegrationId: 'bob' }],
+          ['addLoyaltyPoints', 3, 25, { name: 'purchase', subledgerId: 'sub', pendingDuration: '7D', expiryDuration: '1Y' }],
+          ['deductLoyaltyPoints', 3, 5, { name: 'burn' }],
+          ['increaseAchievementProgress', 11, 2],
+          ['triggerWebhook', 5, { amount: ['.', 'Session', 'Total'] }],
+          ['updateAttribute', 'Profile.Attributes.vip', true],
+          ['addToAudience', 7],
+          ['removeFromAudience', 8],
+          ['showNotification', 'info', 'Hi', 'Welcome'],
+          ['addFreeItem', 'GIFT', 'Gift'],
+          ['customEffect', 'banner', { text: 'x' }],
+        ]),
+      ),
+      { couponSettings: { couponPattern: 'WELCOME-###', validCharacters: ['A', 'B'] } },
+    );
+    const facts = {
+      seed: 'seed-1',
+      achievements: { '11': { name: 'Five orders', target: 5, progress: 4 } },
+      webhooks: { '5': { name: 'CRM' } },
+      audiences: { '7': { name: 'VIP' }, '8': { name: 'Churned' } },
+    };
+    const r = evaluate(input({ campaigns: [c], facts }));
+    expect(r.ruleFailureReasons).toEqual([]);
+    const byType = Object.fromEntries(r.effects.map((e) => [e.effectType, e.props]));
+    expect(byType.couponCreated).toEqual({ value: expect.stringMatching(/^WELCOME-[AB]{3}$/), profileId: 'alice', usageLimit: 2, discountLimit: 50, expiryDate: '2026-03-31T09:00:00Z' }); // 30 calendar days in Berlin cross the switch to summer time
+    expect(byType.referralCreated).toEqual({ value: expect.stringMatching(/^[A-Z0-9]{4}-[A-Z0-9]{4}$/), advocateProfileIntegrationId: 'alice', friendProfileIntegrationId: 'bob' });
+    expect(byType.addLoyaltyPoints).toEqual({
+      programId: 3,
+      subLedgerId: 'sub',
+      value: 25,
+      recipientIntegrationId: 'alice',
+      transactionUUID: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
+      startDate: '2026-03-08T10:00:00Z',
+      expiryDate: '2027-03-01T10:00:00Z',
+      name: 'purchase',
+    });
+    expect(byType.deductLoyaltyPoints).toEqual({ programId: 3, subLedgerId: '', value: 5, transactionUUID: expect.any(String), name: 'burn' });
+    expect(byType.increaseAchievementProgress).toEqual({ achievementId: 11, achievementName: 'Five orders', delta: 2, value: 6, target: 5, isJustCompleted: true });
+    expect(byType.triggerWebhook).toEqual({ webhookId: 5, webhookName: 'CRM', params: { amount: 100 } });
+    expect(byType.updateAttribute).toEqual({ path: 'Profile.Attributes.vip', value: true });
+    expect(byType.addToAudience).toEqual({ audienceId: 7, audienceName: 'VIP', profileIntegrationId: 'alice' });
+    expect(byType.removeFromAudience).toEqual({ audienceId: 8, audienceName: 'Churned', profileIntegrationId: 'alice' });
+    expect(byType.showNotification).toEqual({ notificationType: 'info', title: 'Hi', body: 'Welcome' });
+    expect(byType.addFreeItem).toEqual({ sku: 'GIFT', name: 'Gift' });
+    expect(byType.customEffect).toEqual({ name: 'banner', payload: { text: 'x' } });
+  });
+
+  it('makes the same codes and ids for the same seed, and others for another', () => {
+    const c = campaign(ruleset(rule(true, [['createCoupon', {}], ['createCoupon', {}], ['addLoyaltyPoints', 1, 1]])));
+    const a = evaluate(input({ campaigns: [c] })).effects.map((e) => e.props.value ?? e.props.transactionUUID);
+    const b = evaluate(input({ campaigns: [c] })).effects.map((e) => e.props.value ?? e.props.transactionUUID);
+    const other = evaluate(input({ campaigns: [c], facts: { seed: 'seed-2' } })).effects.map((e) => e.props.value);
+    expect(a).toEqual(b);
+    expect(a[0]).not.toBe(a[1]);
+    expect(other[0]).not.toBe(a[0]);
+  });
+
+  it('records effects whose facts are missing as failures', () => {
+    const c = campaign(ruleset(rule(true, [['increaseAchievementProgress', 99, 1], ['triggerWebhook', 98], ['addToAudience', 97], ['addLoyaltyPoints', 1, -5]])));
+    const r = evaluate(input({ campaigns: [c] }));
+    expect(r.effects).toEqual([]);
+    expect(r.ruleFailureReasons.map((f) => [f.effectIndex, f.details])).toEqual([
+      [0, 'unknown achievement 99'],
+      [1, 'unknown webhook 98'],
+      [2, 'unknown audience 97'],
+      [3, 'points must be positive, got -5'],
+    ]);
+  });
+
+  it('refuses malformed effects when the ruleset is created', () => {
+    const issues = checkRuleset(ruleset(rule(true, [['updateAttribute', 'Cart.x', 1], ['createCoupon', 5], ['addLoyaltyPoints', true, 1], ['addLoyaltyPoints', 1, 1, { expiryDuration: '7X' }]])));
+    expect(issues.map((i) => i.pointer)).toEqual(['/rules/0/effects/0/1', '/rules/0/effects/1/1', '/rules/0/effects/2/1']);
+  });
+});
+
+describe('domain operators', () => {
+  it('reads audiences and loyalty balances', () => {
+    const c = campaign(
+      ruleset(
+        rule(['inAudience', 7], [['setDiscount', 'vip', 1]], 'vip'),
+        rule(['inAudience', 8], [['setDiscount', 'never', 1]], 'other'),
+        rule(['>=', ['loyaltyBalance', 3], 100], [['setDiscount', 'rich', 1]], 'balance'),
+        rule(['=', ['loyaltyBalance', 3, 'sub'], 40], [['setDiscount', 'sub', 1]], 'subledger'),
+        rule(['=', ['loyaltyBalance', 4], 0], [['setDiscount', 'joined later', 1]], 'no program'),
+      ),
+    );
+    const r = evaluate(input({ campaigns: [c], facts: { loyalty: { '3': { balance: 120, subledgers: { sub: 40 } } } } }));
+    expect(r.effects.map((e) => e.props.name)).toEqual(['vip', 'rich', 'sub', 'joined later']);
+  });
+});
+
+describe('coupons', () => {
+  const reasonOf = (fact: Partial<CouponFact> | undefined, session: Record<string, unknown> = {}, campaigns = [couponCampaign()]) => {
+    const c = campaigns[0]!;
+    const facts = fact ? { coupons: [coupon(c.id, fact)] } : { coupons: [] };
+    const r = evaluate(input({ campaigns, facts }, { CouponCodes: ['SAVE10'], ...session }));
+    return r.effects.filter((e) => e.effectType === 'rejectCoupon' || e.effectType === 'acceptCoupon').map((e) => e.props.rejectionReason ?? e.effectType);
+  };
+
+  it('accepts a valid coupon used by a firing rule, before its discount', () => {
+    const c = couponCampaign();
+    const r = evaluate(input({ campaigns: [c], facts: { coupons: [coupon(c.id)] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.map((e) => [e.effectType, e.props])).toEqual([
+      ['acceptCoupon', { value: 'SAVE10' }],
+      ['setDiscount', { name: 'coupon', value: 10 }],
+    ]);
+    expect(r.effects[0]).toMatchObject({ campaignId: c.id, ruleIndex: 0, ruleName: 'with coupon' });
+  });
+
+  it('gives each rejection reason', () => {
+    expect(reasonOf(undefined)).toEqual(['CouponNotFound']);
+    expect(reasonOf({ startDate: '2026-04-01T00:00:00Z' })).toEqual(['CouponStartDateInFuture']);
+    expect(reasonOf({ expiryDate: '2026-02-01T00:00:00Z' })).toEqual(['CouponExpired']);
+    expect(reasonOf({ usageCounter: 1, usageLimit: 1 })).toEqual(['CouponLimitReached']);
+    expect(reasonOf({ usageCounter: 5, usageLimit: 0 })).toEqual(['acceptCoupon']);
+    expect(reasonOf({ recipientIntegrationId: 'bob' })).toEqual(['CouponRecipientDoesNotMatch']);
+    expect(reasonOf({ reservationRequired: true })).toEqual(['CouponReservationRequired']);
+    expect(reasonOf({}, { Total: 5 }, [campaign(ruleset(rule(['and', ['couponValid'], ['>', ['.', 'Session', 'Total'], 50]], [['setDiscount', 'x', 1]])))])).toEqual(['CouponRejectedByCondition']);
+    // The coupon's campaign is not a candidate (disabled, archived, outside its window).
+    const other = couponCampaign();
+    const r = evaluate(input({ campaigns: [other], facts: { coupons: [coupon(other.id + 1000)] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.map((e) => e.props.rejectionReason)).toEqual(['CouponPartOfNotRunningCampaign']);
+  });
+
+  it('rejects the coupon of a losing exclusive campaign', () => {
+    const first = campaign(ruleset(rule(true, [['setDiscount', 'first', 5]])));
+    const withCoupon = couponCampaign();
+    const app = { ...input().application, campaignPriority: 'exclusive' as const };
+    const r = evaluate(input({ campaigns: [first, withCoupon], application: app, facts: { coupons: [coupon(withCoupon.id)] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.map((e) => [e.effectType, e.props.rejectionReason ?? e.props.name])).toEqual([
+      ['setDiscount', 'first'],
+      ['rejectCoupon', 'CouponPartOfNotTriggeredCampaign'],
+    ]);
+  });
+
+  it('caps the discounts of a campaign at what remains of the coupon discount limit', () => {
+    const c = campaign(ruleset(rule(['couponValid'], [['setDiscount', 'a', 30], ['setDiscount', 'b', 30]])));
+    const r = evaluate(input({ campaigns: [c], facts: { coupons: [coupon(c.id, { discountLimit: 50, discountCounter: 15 })] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.slice(1).map((e) => e.props)).toEqual([
+      { name: 'a', value: 30 },
+      { name: 'b', value: 5, desiredValue: 30 },
+    ]);
+  });
+
+  it('makes the Coupon root available only to the campaign of the coupon', () => {
+    const c = campaign(ruleset(rule(['=', ['.', 'Coupon', 'Attributes', 'kind'], 'welcome'], [['setDiscount', 'welcome', 1]])));
+    const other = campaign(ruleset(rule(['=', ['.', 'Coupon', 'Value'], 'SAVE10'], [['setDiscount', 'leak', 1]])));
+    const r = evaluate(input({ campaigns: [c, other], facts: { coupons: [coupon(c.id)] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.filter((e) => e.effectType === 'setDiscount').map((e) => e.props.name)).toEqual(['welcome']);
+    expect(r.ruleFailureReasons).toEqual([expect.objectContaining({ campaignId: other.id, details: 'the session carries no valid coupon of this campaign' })]);
+  });
+});
+
+describe('referrals', () => {
+  const referral = (campaignId: number, overrides: Partial<ReferralFact> = {}): ReferralFact => ({
+    id: 1,
+    code: 'FRIEND1',
+    campaignId,
+    advocateProfileIntegrationId: 'bob',
+    usageCounter: 0,
+    usageLimit: 0,
+    attributes: {},
+    ...overrides,
+  });
+  const run = (fact: Partial<ReferralFact> | undefined, condition: unknown = ['referralValid']) => {
+    const c = campaign(ruleset(rule(condition, [['setDiscount', 'friend', 5]])));
+    const r = evaluate(input({ campaigns: [c], facts: fact ? { referral: referral(c.id, fact) } : {} }, { ReferralCode: 'FRIEND1' }));
+    return r.effects.filter((e) => e.effectType !== 'setDiscount').map((e) => e.props.rejectionReason ?? e.effectType);
+  };
+
+  it('accepts a valid referral and gives each rejection reason', () => {
+    expect(run({})).toEqual(['acceptReferral']);
+    expect(run(undefined)).toEqual(['ReferralNotFound']);
+    expect(run({ expiryDate: '2026-01-01T00:00:00Z' })).toEqual(['ReferralExpired']);
+    expect(run({ startDate: '2027-01-01T00:00:00Z' })).toEqual(['ReferralStartDateInFuture']);
+    expect(run({ usageCounter: 3, usageLimit: 3 })).toEqual(['ReferralLimitReached']);
+    expect(run({ advocateProfileIntegrationId: 'alice' })).toEqual(['ReferralRecipientIdSameAsAdvocate']);
+    expect(run({ friendProfileIntegrationId: 'carol' })).toEqual(['ReferralRecipientDoesNotMatch']);
+    expect(run({ alreadyReferred: true })).toEqual(['ReferralCustomerAlreadyReferred']);
+    expect(run({}, false)).toEqual(['ReferralRejectedByCondition']);
+  });
+});
