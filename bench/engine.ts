@@ -7,8 +7,9 @@ import { evaluate, type CampaignInput, type EvaluationInput } from '../services/
 const CATEGORIES = ['shoes', 'hats', 'socks', 'bags', 'shirts'];
 const durationMs = Number(process.env.BENCH_MS ?? 2000);
 
-// A campaign: an item of a category above a price, a gold or platinum customer, a coupon code,
-// a minimum total; 10% off.
+// A campaign: an item of a category above a price, a gold or platinum customer, a valid coupon of
+// the campaign (json-rules-engine: the campaign's code among the session's codes), a minimum
+// total; 10% off.
 function campaignSpec(i: number) {
   return { category: CATEGORIES[i % CATEGORIES.length]!, minPrice: 5 + (i % 20), code: `CODE${i % 50}`, minTotal: 50 + (i % 100) };
 }
@@ -30,7 +31,7 @@ function perklineCampaign(i: number): CampaignInput {
             'and',
             ['exists', ['.', 'Session', 'CartItems'], [['Item'], ['and', ['=', ['.', 'Item', 'Category'], s.category], ['>', ['.', 'Item', 'Price'], s.minPrice]]]],
             ['in', ['.', 'Profile', 'Attributes', 'tier'], ['list', 'gold', 'platinum']],
-            ['in', s.code, ['.', 'Session', 'CouponCodes']],
+            ['couponValid'],
             ['>', ['.', 'Session', 'Total'], s.minTotal],
           ],
           effects: [['setDiscount', '10% off', ['*', ['.', 'Session', 'Total'], 0.1]]],
@@ -51,16 +52,26 @@ const cartItems = Array.from({ length: 20 }, (_, k) => ({
 }));
 const total = cartItems.reduce((s, i) => s + i.Price * i.Quantity, 0);
 
+// The session carries two codes; like the integration layer, the bench resolves them to the
+// stored coupons of the campaigns that have them (coupon codes are unique in an Application).
+const SESSION_CODES = ['CODE3', 'CODE7'];
+
 function input(campaigns: CampaignInput[]): EvaluationInput {
+  const coupons = campaigns
+    .map((c, i) => ({ c, code: campaignSpec(i).code }))
+    .filter(({ code }) => SESSION_CODES.includes(code))
+    .filter(({ code }, k, all) => all.findIndex((x) => x.code === code) === k)
+    .map(({ c, code }) => ({ id: c.id, value: code, campaignId: c.id, usageCounter: 0, usageLimit: 0, attributes: {} }));
   return {
     version: 1,
     application: { id: 1, currency: 'EUR', timezone: 'UTC', attributes: {}, campaignPriority: 'universal', exclusiveCampaignsStrategy: 'listOrder' },
     campaigns,
-    session: { Total: total, CartItemTotal: total, AdditionalCostTotal: 0, CartItems: cartItems, CouponCodes: ['CODE3', 'CODE7'], Attributes: {}, AdditionalCosts: {} },
+    session: { Total: total, CartItemTotal: total, AdditionalCostTotal: 0, CartItems: cartItems, CouponCodes: SESSION_CODES, Attributes: {}, AdditionalCosts: {} },
     profile: { IntegrationId: 'p1', Attributes: { tier: 'gold' }, ClosedSessions: 3, TotalSales: 250 },
     event: { Type: 'service_session_updated', Attributes: {} },
     now: new Date().toISOString(),
     budgetMs: 10_000,
+    facts: { seed: 'bench', coupons },
   };
 }
 
@@ -86,7 +97,7 @@ function jsonRulesEngine(n: number): JsonRulesEngine {
   return engine;
 }
 
-const facts = () => ({ cartItems, profile: { attributes: { tier: 'gold' } }, couponCodes: ['CODE3', 'CODE7'], total });
+const facts = () => ({ cartItems, profile: { attributes: { tier: 'gold' } }, couponCodes: SESSION_CODES, total });
 
 interface Figures {
   perSecond: number;

@@ -6,6 +6,7 @@ import { checkCoupons, checkReferral, CouponReason, ReferralReason, type Rejecti
 import { FailedBinding, tick, type Budget, type Env, type EvalContext } from './runtime.js';
 import {
   EvalError,
+  type LimitFact,
   type CampaignInput,
   type Effect,
   type EvaluationInput,
@@ -222,6 +223,43 @@ function costsOf(ledger: Ledger): Map<string, number> {
   return ledger.costs;
 }
 
+/** What is left of the limits in play, consumed as effects are emitted (rules.md 6.4). */
+class Limits {
+  private readonly left: Array<LimitFact & { left: number }>;
+  constructor(facts: readonly LimitFact[] | undefined) {
+    this.left = (facts ?? []).map((f) => ({ ...f, left: f.remaining }));
+  }
+
+  private of(campaignId: number, action: string, coupon?: string) {
+    return this.left.filter((l) => l.campaignId === campaignId && l.action === action && (l.couponValue === undefined || l.couponValue === coupon));
+  }
+
+  /** The most an amount-limited action may still give (Infinity when no limit applies). */
+  room(campaignId: number, action: string, coupon?: string): number {
+    return this.of(campaignId, action, coupon).reduce((m, l) => Math.min(m, l.left), Infinity);
+  }
+
+  /** The limit an action of `amount` would exceed, if any. */
+  blocking(campaignId: number, action: string, amount: number, coupon?: string): (LimitFact & { left: number }) | undefined {
+    return this.of(campaignId, action, coupon).find((l) => l.left < amount);
+  }
+
+  consume(campaignId: number, action: string, amount: number, coupon?: string): void {
+    for (const l of this.of(campaignId, action, coupon)) l.left -= amount;
+  }
+}
+
+const COUNTED: Record<string, string> = {
+  couponCreated: 'createCoupon',
+  referralCreated: 'createReferral',
+};
+
+const limitReason = (l: LimitFact, kind: 'Coupon' | 'Referral' | 'Effect'): string =>
+  l.couponValue !== undefined ? (kind === 'Referral' ? 'ReferralLimitReached' : 'CouponLimitReached') : l.perProfile ? 'ProfileLimitReached' : 'CampaignLimitReached';
+
+const noCoupon = new FailedBinding(new EvalError('the session carries no valid coupon of this campaign'));
+const noReferral = new FailedBinding(new EvalError('the session carries no valid referral of this campaign'));
+
 /** Evaluates the candidate campaigns of one session, event or profile update. */
 export function evaluate(input: EvaluationInput): EvaluationResult {
   const budget: Budget = { deadline: performance.now() + (input.budgetMs ?? 50), ticks: 0 };
@@ -237,12 +275,11 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
     },
     Now: input.now,
   };
-  const candidates = new Set(input.campaigns.map((c) => c.id));
+  let ids: Set<number> | undefined;
+  const candidates = () => (ids ??= new Set(input.campaigns.map((c) => c.id)));
   const coupons = checkCoupons(input, candidates);
   const referral = checkReferral(input, candidates);
   const serial = { n: 0 };
-  const noCoupon = new FailedBinding(new EvalError('the session carries no valid coupon of this campaign'));
-  const noReferral = new FailedBinding(new EvalError('the session carries no valid referral of this campaign'));
   const outcomes = select(
     input.campaigns.map((c) => {
       const coupon = coupons.byCampaign.get(c.id);
@@ -270,6 +307,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
   });
   const reject = (r: Rejection, type: 'rejectCoupon' | 'rejectReferral') =>
     effects.push(codeEffect(r.campaignId, 0, undefined, type, { value: r.value, rejectionReason: r.reason }));
+  const limits = new Limits(input.facts?.limits);
   for (const r of coupons.rejections) reject(r, 'rejectCoupon');
   if (referral.rejection) reject(referral.rejection, 'rejectReferral');
   for (const o of outcomes) {
@@ -278,26 +316,76 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
     const coupon = coupons.byCampaign.get(c.id);
     if (coupon) {
       if (o.lost) effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectCoupon', { value: coupon.value, rejectionReason: CouponReason.notTriggered }));
-      else if (o.couponRule) effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'acceptCoupon', { value: coupon.value }));
+      else if (o.couponRule) {
+        const over = limits.blocking(c.id, 'redeemCoupon', 1, coupon.value);
+        if (over) {
+          effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'rejectCoupon', { value: coupon.value, rejectionReason: limitReason(over, 'Coupon') }));
+          o.couponRule = undefined;
+          o.effects = [];
+        } else {
+          limits.consume(c.id, 'redeemCoupon', 1, coupon.value);
+          effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'acceptCoupon', { value: coupon.value }));
+        }
+      }
       else effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectCoupon', { value: coupon.value, rejectionReason: CouponReason.rejectedByCondition }));
     }
     const ref = referral.valid?.campaignId === c.id ? referral.valid : undefined;
     if (ref) {
       if (o.lost) effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectReferral', { value: ref.code, rejectionReason: ReferralReason.notTriggered }));
-      else if (o.referralRule) effects.push(codeEffect(c.id, c.rulesetId, o.referralRule, 'acceptReferral', { value: ref.code }));
+      else if (o.referralRule) {
+        const over = limits.blocking(c.id, 'redeemReferral', 1);
+        if (over) {
+          effects.push(codeEffect(c.id, c.rulesetId, o.referralRule, 'rejectReferral', { value: ref.code, rejectionReason: limitReason(over, 'Referral') }));
+          o.referralRule = undefined;
+          o.effects = [];
+        } else {
+          limits.consume(c.id, 'redeemReferral', 1);
+          effects.push(codeEffect(c.id, c.rulesetId, o.referralRule, 'acceptReferral', { value: ref.code }));
+        }
+      }
       else effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectReferral', { value: ref.code, rejectionReason: ReferralReason.rejectedByCondition }));
     }
     // A coupon with a discount limit caps the discounts of its campaign at what remains of it.
     const accepted = coupon && o.couponRule && !o.lost ? coupon : undefined;
     const l0 = accepted?.discountLimit && accepted.discountLimit > 0 ? (ledger ??= ledgerOf(input)) : undefined;
     let remainder = l0 ? toMinor(accepted!.discountLimit! - (accepted!.discountCounter ?? 0), l0.digits) : Infinity;
+    const couponValue = accepted?.value;
     for (const e of o.effects) {
       let props = e.props;
+      const limitFailure = (l: LimitFact) => {
+        ruleFailureReasons.push(failure(o.campaign, e.ruleIndex, e.ruleName, `${limitReason(l, 'Effect')}: limit of ${l.action} reached`, e.effectIndex));
+      };
+      // Counted effects: one each, or their amount (loyalty points).
+      const counted = COUNTED[e.effectType] ?? (e.effectType === 'addLoyaltyPoints' ? 'addLoyaltyPoints' : undefined);
+      if (counted) {
+        const amount = counted === 'addLoyaltyPoints' ? (e.props.value as number) : 1;
+        const over = limits.blocking(c.id, counted, amount, couponValue);
+        if (over) {
+          limitFailure(over);
+          continue;
+        }
+        limits.consume(c.id, counted, amount, couponValue);
+      }
       if (DISCOUNT_TYPES.has(e.effectType)) {
+        const overCount = limits.blocking(c.id, 'setDiscountEffect', 1, couponValue);
+        if (overCount) {
+          limitFailure(overCount);
+          continue;
+        }
         try {
           const l = (ledger ??= ledgerOf(input));
-          props = applyMoney(e, l, remainder);
-          remainder -= toMinor(props.value as number, l.digits);
+          // A discount budget (limit action setDiscount) caps like the coupon's discount limit.
+          const budgetRoom = limits.room(c.id, 'setDiscount', couponValue);
+          const budgetMinor = budgetRoom === Infinity ? Infinity : toMinor(budgetRoom, l.digits);
+          if (budgetMinor <= 0) {
+            limitFailure(limits.blocking(c.id, 'setDiscount', Number.MIN_VALUE, couponValue)!);
+            continue;
+          }
+          props = applyMoney(e, l, Math.min(remainder, budgetMinor));
+          const granted = toMinor(props.value as number, l.digits);
+          remainder -= granted;
+          limits.consume(c.id, 'setDiscount', props.value as number, couponValue);
+          limits.consume(c.id, 'setDiscountEffect', 1, couponValue);
         } catch (err) {
           if (!(err instanceof EvalError)) throw err;
           ruleFailureReasons.push({

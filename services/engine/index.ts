@@ -4,6 +4,11 @@
 // a snapshot goes in, effects and failure reasons come out; the integration layer commits them.
 export type {
   BindingSpec,
+  CodeSettings,
+  CouponFact,
+  EvaluationFacts,
+  LimitFact,
+  ReferralFact,
   CampaignInput,
   CampaignPriority,
   Effect,

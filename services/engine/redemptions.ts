@@ -56,8 +56,11 @@ const notStarted = (start: string | undefined, now: number) => {
   return t !== undefined && t > now;
 };
 
-export function checkCoupons(input: EvaluationInput, candidates: ReadonlySet<number>): CouponCheck {
-  const codes = ((input.session as { CouponCodes?: unknown }).CouponCodes ?? []) as unknown[];
+const NONE: CouponCheck = { byCampaign: new Map(), rejections: [] };
+
+export function checkCoupons(input: EvaluationInput, candidates: () => ReadonlySet<number>): CouponCheck {
+  const codes = (input.session as { CouponCodes?: unknown }).CouponCodes;
+  if (!Array.isArray(codes) || codes.length === 0) return NONE;
   const facts = input.facts?.coupons ?? [];
   const now = parseTime(input.now) ?? Date.now();
   const profile = String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
@@ -70,7 +73,7 @@ export function checkCoupons(input: EvaluationInput, candidates: ReadonlySet<num
     const fact = facts.find((f) => (f.code ?? f.value) === raw);
     const reject = (reason: string) => rejections.push({ campaignId: fact?.campaignId ?? 0, value: fact?.value ?? raw, reason });
     if (!fact) reject(CouponReason.notFound);
-    else if (!candidates.has(fact.campaignId)) reject(CouponReason.notRunning);
+    else if (!candidates().has(fact.campaignId)) reject(CouponReason.notRunning);
     else if (notStarted(fact.startDate, now)) reject(CouponReason.startInFuture);
     else if (expired(fact.expiryDate, now)) reject(CouponReason.expired);
     else if (fact.usageLimit > 0 && fact.usageCounter >= fact.usageLimit) reject(CouponReason.limitReached);
@@ -87,7 +90,7 @@ export interface ReferralCheck {
   rejection?: Rejection;
 }
 
-export function checkReferral(input: EvaluationInput, candidates: ReadonlySet<number>): ReferralCheck {
+export function checkReferral(input: EvaluationInput, candidates: () => ReadonlySet<number>): ReferralCheck {
   const code = (input.session as { ReferralCode?: unknown }).ReferralCode;
   if (typeof code !== 'string' || code === '') return {};
   const fact = input.facts?.referral;
@@ -95,7 +98,7 @@ export function checkReferral(input: EvaluationInput, candidates: ReadonlySet<nu
   const profile = String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
   const reject = (reason: string): ReferralCheck => ({ rejection: { campaignId: fact?.campaignId ?? 0, value: fact?.code ?? code, reason } });
   if (!fact || fact.code !== code) return reject(ReferralReason.notFound);
-  if (!candidates.has(fact.campaignId)) return reject(ReferralReason.notRunning);
+  if (!candidates().has(fact.campaignId)) return reject(ReferralReason.notRunning);
   if (notStarted(fact.startDate, now)) return reject(ReferralReason.startInFuture);
   if (expired(fact.expiryDate, now)) return reject(ReferralReason.expired);
   if (fact.usageLimit > 0 && fact.usageCounter >= fact.usageLimit) return reject(ReferralReason.limitReached);

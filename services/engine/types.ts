@@ -72,6 +72,22 @@ export interface ReferralFact {
   alreadyReferred?: boolean;
 }
 
+/**
+ * A limit in play (campaign or coupon `limits`) with what is left of it in its current period
+ * for the entities of this session, as the integration layer counted it. Actions: redeemCoupon,
+ * redeemReferral, setDiscount (an amount), setDiscountEffect, createCoupon, createReferral,
+ * addLoyaltyPoints (an amount).
+ */
+export interface LimitFact {
+  campaignId: number;
+  /** Set for a coupon's own limits. */
+  couponValue?: string;
+  action: string;
+  remaining: number;
+  /** The limit counts per profile (entities include Profile). */
+  perProfile?: boolean;
+}
+
 /** What the engine needs to know beyond the roots; all optional. */
 export interface EvaluationFacts {
   /** Makes generated codes and transaction ids reproducible (inline and pooled agree). */
@@ -82,6 +98,7 @@ export interface EvaluationFacts {
   audiences?: Record<string, { name: string }>;
   achievements?: Record<string, { name: string; target: number; progress: number }>;
   webhooks?: Record<string, { name: string }>;
+  limits?: LimitFact[];
   /** Active balance per loyalty program id, and per subledger. */
   loyalty?: Record<string, { balance: number; subledgers?: Record<string, number> }>;
 }
@@ -159,7 +176,12 @@ export class EvalError extends Error {
   pointer?: string;
 
   constructor(message: string) {
+    // Evaluation errors are data about the request, not bugs: a stack trace would only cost time
+    // (capturing one is most of the price of an error).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'EvalError';
   }
 }

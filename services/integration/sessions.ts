@@ -1,6 +1,6 @@
 import type { AppRef, GetSessionCall, JsonObject, UpdateSessionCall } from '../actors/port.js';
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
-import { badRequest, notFound, systemClock, type Clock, type Logger, silentLogger } from '../shared/index.js';
+import { badRequest, notFound, systemClock, uuid, type Clock, type Logger, silentLogger } from '../shared/index.js';
 import type { Db } from '../store/index.js';
 import {
   commitSession,
@@ -220,6 +220,9 @@ export class SessionService {
       profile: profileRoot(profile, session.profileId),
       event: { Type: eventType, Attributes: {} },
       now: now.toISOString(),
+      // Codes and ids the engine makes are drawn from this; coupons, referrals, limits and the
+      // other facts arrive with the issues that store them.
+      facts: { seed: uuid() },
     });
   }
 

@@ -221,3 +221,44 @@ describe('referrals', () => {
     expect(run({}, false)).toEqual(['ReferralRejectedByCondition']);
   });
 });
+
+describe('limits', () => {
+  const limited = (limits: NonNullable<EvaluationInput['facts']>['limits'], effects: unknown[], withCoupon = false) => {
+    const c = campaign(ruleset(rule(withCoupon ? ['couponValid'] : true, effects)));
+    const ls = limits!.map((l) => ({ ...l, campaignId: c.id }));
+    return evaluate(input({ campaigns: [c], facts: { limits: ls, coupons: [coupon(c.id)] } }, withCoupon ? { CouponCodes: ['SAVE10'] } : {}));
+  };
+
+  it('caps discounts at the campaign budget and then emits none', () => {
+    const r = limited([{ campaignId: 0, action: 'setDiscount', remaining: 25 }], [['setDiscount', 'a', 20], ['setDiscount', 'b', 20], ['setDiscount', 'c', 20]]);
+    expect(r.effects.map((e) => e.props)).toEqual([{ name: 'a', value: 20 }, { name: 'b', value: 5, desiredValue: 20 }]);
+    expect(r.ruleFailureReasons).toEqual([expect.objectContaining({ effectIndex: 2, details: 'CampaignLimitReached: limit of setDiscount reached' })]);
+  });
+
+  it('counts discount effects and created coupons', () => {
+    const r = limited(
+      [
+        { campaignId: 0, action: 'setDiscountEffect', remaining: 1 },
+        { campaignId: 0, action: 'createCoupon', remaining: 0, perProfile: true },
+      ],
+      [['setDiscount', 'a', 1], ['setDiscount', 'b', 1], ['createCoupon', {}]],
+    );
+    expect(r.effects.map((e) => e.props.name)).toEqual(['a']);
+    expect(r.ruleFailureReasons.map((f) => f.details)).toEqual(['CampaignLimitReached: limit of setDiscountEffect reached', 'ProfileLimitReached: limit of createCoupon reached']);
+  });
+
+  it('rejects a coupon whose redemptions are used up, by the limit that applies', () => {
+    const campaignLimit = limited([{ campaignId: 0, action: 'redeemCoupon', remaining: 0 }], [['setDiscount', 'a', 1]], true);
+    expect(campaignLimit.effects.map((e) => [e.effectType, e.props.rejectionReason])).toEqual([['rejectCoupon', 'CampaignLimitReached']]);
+    const profileLimit = limited([{ campaignId: 0, action: 'redeemCoupon', remaining: 0, perProfile: true }], [['setDiscount', 'a', 1]], true);
+    expect(profileLimit.effects.map((e) => e.props.rejectionReason)).toEqual(['ProfileLimitReached']);
+    const fine = limited([{ campaignId: 0, action: 'redeemCoupon', remaining: 1 }], [['setDiscount', 'a', 1]], true);
+    expect(fine.effects.map((e) => e.effectType)).toEqual(['acceptCoupon', 'setDiscount']);
+  });
+
+  it('refuses loyalty points that would pass the amount left', () => {
+    const r = limited([{ campaignId: 0, action: 'addLoyaltyPoints', remaining: 30 }], [['addLoyaltyPoints', 1, 20], ['addLoyaltyPoints', 1, 20]]);
+    expect(r.effects.map((e) => e.props.value)).toEqual([20]);
+    expect(r.ruleFailureReasons).toHaveLength(1);
+  });
+});
