@@ -26,3 +26,5 @@ export { evaluate, estimateCost } from './evaluate.js';
 export { createEvaluator, type Evaluator, type EvaluatorOptions } from './pool.js';
 export { currencyDigits, splitLargestRemainder, toMinor, fromMinor } from './money.js';
 export { operators } from './operators.js';
+export { rollbackEffects } from './rollback.js';
+export { CouponReason, ReferralReason } from './redemptions.js';
