@@ -223,6 +223,8 @@ function costsOf(ledger: Ledger): Map<string, number> {
   return ledger.costs;
 }
 
+const NO_LIMITS: Array<LimitFact & { left: number }> = [];
+
 /** What is left of the limits in play, consumed as effects are emitted (rules.md 6.4). */
 class Limits {
   private readonly left: Array<LimitFact & { left: number }>;
@@ -230,7 +232,8 @@ class Limits {
     this.left = (facts ?? []).map((f) => ({ ...f, left: f.remaining }));
   }
 
-  private of(campaignId: number, action: string, coupon?: string) {
+  private of(campaignId: number, action: string, coupon?: string): Array<LimitFact & { left: number }> {
+    if (this.left.length === 0) return NO_LIMITS;
     return this.left.filter((l) => l.campaignId === campaignId && l.action === action && (l.couponValue === undefined || l.couponValue === coupon));
   }
 

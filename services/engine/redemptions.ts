@@ -62,7 +62,7 @@ export function checkCoupons(input: EvaluationInput, candidates: () => ReadonlyS
   const codes = (input.session as { CouponCodes?: unknown }).CouponCodes;
   if (!Array.isArray(codes) || codes.length === 0) return NONE;
   const facts = input.facts?.coupons ?? [];
-  const now = parseTime(input.now) ?? Date.now();
+  const now = parseTime(input.now) ?? 0;
   const profile = String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
   const byCampaign = new Map<number, CouponFact>();
   const rejections: Rejection[] = [];
@@ -94,7 +94,7 @@ export function checkReferral(input: EvaluationInput, candidates: () => Readonly
   const code = (input.session as { ReferralCode?: unknown }).ReferralCode;
   if (typeof code !== 'string' || code === '') return {};
   const fact = input.facts?.referral;
-  const now = parseTime(input.now) ?? Date.now();
+  const now = parseTime(input.now) ?? 0;
   const profile = String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
   const reject = (reason: string): ReferralCheck => ({ rejection: { campaignId: fact?.campaignId ?? 0, value: fact?.code ?? code, reason } });
   if (!fact || fact.code !== code) return reject(ReferralReason.notFound);

@@ -29,8 +29,20 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
+// The evaluation time is parsed by several steps of every evaluation: remember the last one.
+let lastText = '';
+let lastValue: number | undefined;
+
 /** Epoch milliseconds of a valid RFC 3339 instant, or undefined (2026-02-30 is not valid). */
 export function parseTime(s: string): number | undefined {
+  if (s === lastText) return lastValue;
+  const v = parseTimeUncached(s);
+  lastText = s;
+  lastValue = v;
+  return v;
+}
+
+function parseTimeUncached(s: string): number | undefined {
   const m = RFC3339.exec(s);
   if (!m) return undefined;
   const [, y, mo, d, h, mi, se, frac, zone] = m;
