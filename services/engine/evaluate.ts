@@ -128,7 +128,7 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
         if (e.message === BUDGET) return outcome;
         continue;
       }
-      for (const o of out) outcome.effects.push({ ...o, ruleIndex, ruleName, effectIndex });
+      for (const o of out) outcome.effects.push({ effectType: o.effectType, props: o.props, ruleIndex, ruleName, effectIndex });
     }
   }
   return outcome;
@@ -189,7 +189,10 @@ function applyMoney(effect: RawEffect, ledger: Ledger, limit = Infinity): Record
   ledger.session -= granted;
   if (item !== undefined) ledger.items!.set(item, ledger.items!.get(item)! - granted);
   if (cost !== undefined) ledger.costs!.set(cost, ledger.costs!.get(cost)! - granted);
-  const props: Record<string, unknown> = { ...effect.props, value: fromMinor(granted, ledger.digits) };
+  // The props object is this evaluation's own (made by the effect): completed in place, since
+  // copying it with a spread is slow for objects of many shapes.
+  const props = effect.props;
+  props.value = fromMinor(granted, ledger.digits);
   if (granted < requested) props.desiredValue = fromMinor(requested, ledger.digits);
   return props;
 }
@@ -314,7 +317,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
   for (const r of coupons.rejections) reject(r, 'rejectCoupon');
   if (referral.rejection) reject(referral.rejection, 'rejectReferral');
   for (const o of outcomes) {
-    ruleFailureReasons.push(...o.reasons);
+    for (const r of o.reasons) ruleFailureReasons.push(r);
     const c = o.campaign;
     const coupon = coupons.byCampaign.get(c.id);
     if (coupon) {
