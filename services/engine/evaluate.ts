@@ -77,6 +77,18 @@ function failure(campaign: CampaignInput, ruleIndex: number, ruleName: string, d
 
 const BUDGET = 'evaluation budget exceeded';
 
+const campaignRoots = new WeakMap<CampaignInput, Record<string, unknown>>();
+
+/** The Campaign root; made once per campaign object (the snapshot hands the same objects). */
+function campaignRootOf(campaign: CampaignInput): Record<string, unknown> {
+  let root = campaignRoots.get(campaign);
+  if (!root) {
+    root = { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes };
+    campaignRoots.set(campaign, root);
+  }
+  return root;
+}
+
 function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, input: EvaluationInput, budget: Budget, serial: { n: number }): CampaignOutcome {
   const outcome: CampaignOutcome = { campaign, effects: [], reasons: [] };
   let compiled: CompiledRuleset;
@@ -88,7 +100,7 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
   }
   // The roots are shared by every campaign of the evaluation; a ruleset with bindings gets its own
   // copy so that its binding names never reach another campaign.
-  const campaignRoot = { Id: campaign.id, Name: campaign.name, Tags: campaign.tags, Attributes: campaign.attributes };
+  const campaignRoot = campaignRootOf(campaign);
   const roots = compiled.bindings.length > 0 ? { ...base, Campaign: campaignRoot } : base;
   if (roots === base) base.Campaign = campaignRoot;
   const ctx: EvalContext = { input, campaign, serial, usedCoupon: false, usedReferral: false };
