@@ -82,12 +82,39 @@ describe.runIf(postgresUp && natsUp)('cluster of 3 nodes on NATS and Postgres', 
     }
   };
 
+  /** Owned shards per node, from /metrics. */
+  const owned = async () =>
+    Promise.all(
+      procs.map(async (p) => {
+        const text = await (await fetch(`${p.url}/metrics`)).text();
+        return Number(/^perkline_owned_shards (\d+)$/m.exec(text)?.[1] ?? -1);
+      }),
+    );
+
+  /**
+   * Nodes that join move shards to each other for a few heartbeats after they are ready; the test
+   * of ownership starts once every shard has settled with its rendezvous owner.
+   */
+  const waitSettled = async () => {
+    const deadline = Date.now() + 30_000;
+    let previous = '';
+    for (;;) {
+      const counts = await owned();
+      const key = counts.join(',');
+      if (counts.reduce((a, b) => a + b, 0) === 256 && counts.every((c) => c > 50) && key === previous) return;
+      if (Date.now() > deadline) throw new Error(`shards did not settle: ${key}`);
+      previous = key;
+      await new Promise((r) => setTimeout(r, 1500));
+    }
+  };
+
   beforeAll(async () => {
     // Start one node first so that migrations and the admin exist, then two more.
     procs.push(await startProc('node-a'));
     await waitReady(procs[0]!);
     procs.push(await startProc('node-b'), await startProc('node-c'));
     await Promise.all(procs.map(waitReady));
+    await waitSettled();
     const { client: admin } = await login({ baseUrl: procs[0]!.url, email: 'admin@cluster.local', password: PASSWORD, retries: 0 });
     shop = await setupShop(procs[0]!.url, admin);
     clients = procs.map((p) => createIntegrationClient({ baseUrl: p.url, apiKey: shop.apiKey, retries: 0 }));
@@ -158,6 +185,40 @@ describe.runIf(postgresUp && natsUp)('cluster of 3 nodes on NATS and Postgres', 
     } finally {
       await single.stop();
     }
+  });
+
+  it('drops the caches of every node when a campaign or a key changes', async () => {
+    const { client: admin } = await login({ baseUrl: procs[2]!.url, email: 'admin@cluster.local', password: PASSWORD, retries: 0 });
+    const update = (client: IntegrationClient, id: string) =>
+      client.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: id } }, body: { customerSession: { cartItems: [{ sku: 'X', quantity: 1, price: 200 }] } } });
+    // Warm every node's snapshot cache, then disable the campaign through another node.
+    for (const [i, c] of clients.entries()) expect((await update(c, `cfg-${i}`)).data?.effects).toHaveLength(1);
+    unwrap(
+      await admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}', {
+        params: { path: { applicationId: shop.applicationId, campaignId: shop.campaignId } },
+        body: { name: 'Autumn sale', state: 'disabled' },
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    for (const [i, c] of clients.entries()) expect((await update(c, `cfg-after-${i}`)).data?.effects, `node ${i}`).toEqual([]);
+    unwrap(
+      await admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}', {
+        params: { path: { applicationId: shop.applicationId, campaignId: shop.campaignId } },
+        body: { name: 'Autumn sale', state: 'enabled' },
+      }),
+    );
+    // A deleted key stops working on every node.
+    const key = unwrap(
+      await admin.POST('/v1/applications/{applicationId}/api_keys', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { title: 'short', expires: new Date(Date.now() + 3_600_000).toISOString() },
+      }),
+    );
+    const keyed = procs.map((p) => createIntegrationClient({ baseUrl: p.url, apiKey: key.key, retries: 0 }));
+    for (const [i, c] of keyed.entries()) expect((await update(c, `key-${i}`)).response.status).toBe(200);
+    expect((await admin.DELETE('/v1/applications/{applicationId}/api_keys/{keyId}', { params: { path: { applicationId: shop.applicationId, keyId: key.id } } })).response.status).toBe(204);
+    await new Promise((r) => setTimeout(r, 200));
+    for (const [i, c] of keyed.entries()) expect((await update(c, `key-after-${i}`)).response.status, `node ${i}`).toBe(401);
   });
 
   it('serves every session again within 10 s after a node is killed, with its state intact', async () => {
