@@ -11,7 +11,8 @@ const durationMs = Number(process.env.BENCH_MS ?? 2000);
 // the campaign (json-rules-engine: the campaign's code among the session's codes), a minimum
 // total; 10% off.
 function campaignSpec(i: number) {
-  return { category: CATEGORIES[i % CATEGORIES.length]!, minPrice: 5 + (i % 20), code: `CODE${i % 50}`, minTotal: 50 + (i % 100) };
+  // Every campaign has its own thresholds (no two conditions are the same), like real campaigns.
+  return { category: CATEGORIES[i % CATEGORIES.length]!, minPrice: 5 + i / 100, code: `CODE${i % 50}`, minTotal: 50 + i / 10 };
 }
 
 type Order = 'items first' | 'coupon first';

@@ -42,7 +42,32 @@ const fail = (scope: Scope, pointer: string, message: string): Fn => {
 const isBlockForm = (node: unknown): node is [string[], unknown] =>
   Array.isArray(node) && node.length > 0 && Array.isArray(node[0]) && (node[0] as unknown[]).every((p) => typeof p === 'string');
 
+const BUILTIN = new Set<string>(['Session', 'Item', 'Profile', 'Event', 'Application', 'Campaign', 'Coupon', 'Referral', 'Now']);
+const shared = new Map<string, Fn>();
+const MAX_SHARED = 100_000;
+
+/**
+ * Compiles an expression. Identical subexpressions (same JSON, same block parameters and binding
+ * names in scope) share one closure across every ruleset: a thousand campaigns that all test
+ * `Profile.Attributes.tier` hold one closure for it, which keeps the compiled form small and the
+ * call sites that reach it few.
+ */
 export function compileExpr(node: unknown, pointer: string, scope: Scope): Fn {
+  if (scope.trace || !Array.isArray(node)) return compileExprOnce(node, pointer, scope);
+  const bindings = [...scope.roots].filter((r) => !BUILTIN.has(r)).sort().join(',');
+  const key = `${JSON.stringify(node)}|${scope.locals.join(',')}|${bindings}`;
+  const hit = shared.get(key);
+  if (hit) return hit;
+  const before = scope.issues.length;
+  const fn = compileExprOnce(node, pointer, scope);
+  if (scope.issues.length === before) {
+    if (shared.size >= MAX_SHARED) shared.clear();
+    shared.set(key, fn);
+  }
+  return fn;
+}
+
+function compileExprOnce(node: unknown, pointer: string, scope: Scope): Fn {
   if (node === null || typeof node === 'number' || typeof node === 'string' || typeof node === 'boolean') {
     return () => node;
   }
@@ -100,7 +125,25 @@ export function compileBlock(node: unknown, pointer: string, scope: Scope): Bloc
   }
   const param = params[0]!;
   const body = compileExpr(node[1], `${pointer}/1`, { ...scope, locals: [...scope.locals, param] });
-  return { param, body };
+  const guard = guardOf(node[1], param);
+  return guard ? { param, body, guard } : { param, body };
+}
+
+/**
+ * The cart-item filter shape `["=", [".", p, "key"], literal]`, alone or first in an `and`: when
+ * an element's key holds another value the body is false, so it need not run (an element without
+ * the key still runs the body, which reports the missing key as before).
+ */
+function guardOf(body: unknown, param: string): Block['guard'] | undefined {
+  let eq = body;
+  if (Array.isArray(body) && body[0] === 'and' && body.length >= 2) eq = body[1];
+  if (!Array.isArray(eq) || eq[0] !== '=' || eq.length !== 3) return undefined;
+  const [, path, value] = eq as [string, unknown, unknown];
+  if (!(value === null || ['string', 'number', 'boolean'].includes(typeof value))) return undefined;
+  if (!Array.isArray(path) || path[0] !== '.' || path.length !== 3 || path[1] !== param) return undefined;
+  const key = path[2];
+  if (typeof key !== 'string' || key in Object.prototype) return undefined;
+  return { key, value: value as string | number | boolean | null };
 }
 
 function compilePath(node: unknown[], pointer: string, scope: Scope): Fn {

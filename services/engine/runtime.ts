@@ -38,6 +38,18 @@ export type Fn = (env: Env) => unknown;
 export interface Block {
   param: string;
   body: Fn;
+  /**
+   * Set when the body is, or starts with (inside `and`), `["=", [".", param, key], literal]`:
+   * an element whose key holds another value makes the body false without running it.
+   */
+  guard?: { key: string; value: string | number | boolean | null };
+}
+
+/** True when the guard proves the block's body false for this element (no error possible). */
+export function guardRejects(guard: Block['guard'], x: unknown): boolean {
+  if (!guard || x === null || typeof x !== 'object' || Array.isArray(x)) return false;
+  const v = (x as Record<string, unknown>)[guard.key];
+  return v !== undefined && v !== guard.value;
 }
 
 /** Counts work and stops a runaway evaluation; the clock is read every 256 ticks only. */
@@ -50,6 +62,7 @@ export function tick(env: Env): void {
 /** A block being applied to the elements of a list: one frame whose value changes per element. */
 export interface BlockRun {
   body: Fn;
+  guard: Block['guard'];
   frame: Frame;
   inner: Env;
   outer: Env;
@@ -61,11 +74,12 @@ export interface BlockRun {
  */
 export function startBlock(block: Block, env: Env): BlockRun {
   const frame: Frame = { name: block.param, value: undefined, parent: env.frame };
-  return { body: block.body, frame, inner: { roots: env.roots, frame, budget: env.budget, timezone: env.timezone, ctx: env.ctx }, outer: env };
+  return { body: block.body, guard: block.guard, frame, inner: { roots: env.roots, frame, budget: env.budget, timezone: env.timezone, ctx: env.ctx }, outer: env };
 }
 
 export function applyTo(run: BlockRun, value: unknown): unknown {
   tick(run.outer);
+  if (run.guard !== undefined && guardRejects(run.guard, value)) return false;
   run.frame.value = value;
   return run.body(run.inner);
 }
