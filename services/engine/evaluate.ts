@@ -47,6 +47,8 @@ interface CampaignOutcome {
   referralRule?: { ruleIndex: number; ruleName: string };
   /** Lost to another exclusive campaign. */
   lost?: boolean;
+  /** Every effect of the coupon's rule failed. */
+  couponEffectsFailed?: boolean;
   effects: Array<RawEffect & { ruleIndex: number; ruleName: string; effectIndex: number }>;
   reasons: RuleFailureReason[];
 }
@@ -107,6 +109,7 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
   const env: Env = { roots, frame: undefined, budget, timezone: input.application.timezone, ctx };
   for (const b of compiled.bindings) bind(b.name, b.fn, env);
   const rules = compiled.rules;
+  let couponRuleIndex = -1;
   for (let ruleIndex = 0; ruleIndex < rules.length; ruleIndex++) {
     const rule = rules[ruleIndex]!;
     const ruleName = rule.title;
@@ -122,7 +125,10 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
       const fired = rule.condition(ruleEnv);
       if (typeof fired !== 'boolean') throw new EvalError(`the condition must be a boolean, got ${fired === null ? 'null' : typeof fired}`);
       if (!fired) continue;
-      if (ctx.usedCoupon) outcome.couponRule ??= { ruleIndex, ruleName };
+      if (ctx.usedCoupon && !outcome.couponRule) {
+        outcome.couponRule = { ruleIndex, ruleName };
+        couponRuleIndex = ruleIndex;
+      }
       if (ctx.usedReferral) outcome.referralRule ??= { ruleIndex, ruleName };
     } catch (e) {
       if (!(e instanceof EvalError)) throw e;
@@ -130,6 +136,7 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
       if (e.message === BUDGET) return outcome;
       continue;
     }
+    let failed = 0;
     for (let effectIndex = 0; effectIndex < rule.effects.length; effectIndex++) {
       const out: RawEffect[] = [];
       try {
@@ -138,10 +145,13 @@ function runCampaign(campaign: CampaignInput, base: Record<string, unknown>, inp
         if (!(e instanceof EvalError)) throw e;
         outcome.reasons.push(failure(campaign, ruleIndex, ruleName, e.message, effectIndex));
         if (e.message === BUDGET) return outcome;
+        failed++;
         continue;
       }
       for (const o of out) outcome.effects.push({ effectType: o.effectType, props: o.props, ruleIndex, ruleName, effectIndex });
     }
+    // The rule that accepted the coupon could apply none of its effects: the coupon is not used.
+    if (ruleIndex === couponRuleIndex && failed > 0 && failed === rule.effects.length) outcome.couponEffectsFailed = true;
   }
   return outcome;
 }
@@ -262,6 +272,11 @@ class Limits {
     return this.of(campaignId, action, coupon).find((l) => l.left < amount);
   }
 
+  /** A limit of the action counts per profile, so an anonymous session cannot use it. */
+  needsProfile(campaignId: number, action: string, coupon?: string): boolean {
+    return this.of(campaignId, action, coupon).some((l) => l.perProfile);
+  }
+
   consume(campaignId: number, action: string, amount: number, coupon?: string): void {
     for (const l of this.of(campaignId, action, coupon)) l.left -= amount;
   }
@@ -274,6 +289,8 @@ const COUNTED: Record<string, string> = {
 
 const limitReason = (l: LimitFact, kind: 'Coupon' | 'Referral' | 'Effect'): string =>
   l.couponValue !== undefined ? (kind === 'Referral' ? 'ReferralLimitReached' : 'CouponLimitReached') : l.perProfile ? 'ProfileLimitReached' : 'CampaignLimitReached';
+
+const profileOf = (input: EvaluationInput): string => String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
 
 const noCoupon = new FailedBinding(new EvalError('the session carries no valid coupon of this campaign'));
 const noReferral = new FailedBinding(new EvalError('the session carries no valid referral of this campaign'));
@@ -336,8 +353,15 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
       if (o.lost) effects.push(codeEffect(c.id, c.rulesetId, undefined, 'rejectCoupon', { value: coupon.value, rejectionReason: CouponReason.notTriggered }));
       else if (o.couponRule) {
         const over = limits.blocking(c.id, 'redeemCoupon', 1, coupon.value);
-        if (over) {
-          effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'rejectCoupon', { value: coupon.value, rejectionReason: limitReason(over, 'Coupon') }));
+        const reason = o.couponEffectsFailed
+          ? CouponReason.effectFailed
+          : limits.needsProfile(c.id, 'redeemCoupon', coupon.value) && profileOf(input) === ''
+            ? CouponReason.profileRequired
+            : over
+              ? limitReason(over, 'Coupon')
+              : undefined;
+        if (reason) {
+          effects.push(codeEffect(c.id, c.rulesetId, o.couponRule, 'rejectCoupon', { value: coupon.value, rejectionReason: reason }));
           o.couponRule = undefined;
           o.effects = [];
         } else {

@@ -262,3 +262,20 @@ describe('limits', () => {
     expect(r.ruleFailureReasons).toHaveLength(1);
   });
 });
+
+describe('coupon reasons decided after evaluation', () => {
+  it('rejects with ProfileRequired when a per-profile limit meets an anonymous session', () => {
+    const c = couponCampaign();
+    const facts = { coupons: [coupon(c.id)], limits: [{ campaignId: c.id, action: 'redeemCoupon', remaining: 5, perProfile: true }] };
+    const anonymous = evaluate(input({ campaigns: [c], facts }, { CouponCodes: ['SAVE10'], ProfileId: '' }));
+    expect(anonymous.effects.map((e) => e.props.rejectionReason ?? e.effectType)).toEqual(['ProfileRequired']);
+    const known = evaluate(input({ campaigns: [c], facts }, { CouponCodes: ['SAVE10'] }));
+    expect(known.effects.map((e) => e.effectType)).toEqual(['acceptCoupon', 'setDiscount']);
+  });
+
+  it('rejects with EffectCouldNotBeApplied when every effect of the coupon rule fails', () => {
+    const c = campaign(ruleset(rule(['couponValid'], [['setDiscount', 'x', ['/', 1, 0]]])));
+    const r = evaluate(input({ campaigns: [c], facts: { coupons: [coupon(c.id)] } }, { CouponCodes: ['SAVE10'] }));
+    expect(r.effects.map((e) => e.props.rejectionReason ?? e.effectType)).toEqual(['EffectCouldNotBeApplied']);
+  });
+});

@@ -46,6 +46,8 @@ describe('campaign stacking', () => {
     expect(pick('lowestDiscount')).toEqual(['s']);
     expect(pick('highestDiscount')).toEqual(['b']);
     expect(evaluate(input({ campaigns: [small, big] })).effects.map((e) => e.props.name)).toEqual(['s', 'b']);
+    const stackable = { ...base, campaignPriority: 'stackable' as const };
+    expect(evaluate(input({ campaigns: [small, big], application: stackable })).effects.map((e) => e.props.name)).toEqual(['s', 'b']);
   });
 });
 
