@@ -80,6 +80,17 @@ function failure(campaign: CampaignInput, ruleIndex: number, ruleName: string, d
 const BUDGET = 'evaluation budget exceeded';
 
 const campaignRoots = new WeakMap<CampaignInput, Record<string, unknown>>();
+const applicationRoots = new WeakMap<EvaluationInput['application'], Record<string, unknown>>();
+
+/** The Application root; made once per application object (the snapshot hands the same one). */
+function applicationRootOf(a: EvaluationInput['application']): Record<string, unknown> {
+  let root = applicationRoots.get(a);
+  if (!root) {
+    root = { Id: a.id, Currency: a.currency, Timezone: a.timezone, Attributes: a.attributes };
+    applicationRoots.set(a, root);
+  }
+  return root;
+}
 
 /** The Campaign root; made once per campaign object (the snapshot hands the same objects). */
 function campaignRootOf(campaign: CampaignInput): Record<string, unknown> {
@@ -254,7 +265,7 @@ const NO_LIMITS: Array<LimitFact & { left: number }> = [];
 class Limits {
   private readonly left: Array<LimitFact & { left: number }>;
   constructor(facts: readonly LimitFact[] | undefined) {
-    this.left = (facts ?? []).map((f) => ({ ...f, left: f.remaining }));
+    this.left = facts && facts.length > 0 ? facts.map((f) => ({ ...f, left: f.remaining })) : NO_LIMITS;
   }
 
   private of(campaignId: number, action: string, coupon?: string): Array<LimitFact & { left: number }> {
@@ -302,12 +313,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
     Session: input.session,
     Profile: input.profile,
     Event: input.event,
-    Application: {
-      Id: input.application.id,
-      Currency: input.application.currency,
-      Timezone: input.application.timezone,
-      Attributes: input.application.attributes,
-    },
+    Application: applicationRootOf(input.application),
     Now: input.now,
   };
   let ids: Set<number> | undefined;

@@ -66,10 +66,10 @@ export function checkCoupons(input: EvaluationInput, candidates: () => ReadonlyS
   const profile = String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
   const byCampaign = new Map<number, CouponFact>();
   const rejections: Rejection[] = [];
-  const seen = new Set<string>();
+  const seen: string[] = [];
   for (const raw of codes) {
-    if (typeof raw !== 'string' || seen.has(raw)) continue;
-    seen.add(raw);
+    if (typeof raw !== 'string' || seen.includes(raw)) continue;
+    seen.push(raw);
     const fact = facts.find((f) => (f.code ?? f.value) === raw);
     const reject = (reason: string) => rejections.push({ campaignId: fact?.campaignId ?? 0, value: fact?.value ?? raw, reason });
     if (!fact) reject(CouponReason.notFound);
