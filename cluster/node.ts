@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from 'nats';
-import { ActorHost, createLocalIntegrationPort } from '../services/actors/index.js';
+import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from '../services/actors/index.js';
 import { createEdgeApp, loadOperations, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
@@ -127,7 +127,10 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     const snapshots = new SnapshotCache({ db, events });
     cleanups.push(() => snapshots.close());
     const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger });
-    const actors = new ActorHost({ beforeRun: options.actorBeforeRun });
+    const actors = new ActorHost({
+      beforeRun: options.actorBeforeRun,
+      entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
+    });
     const apiKeys = new ApiKeyResolver(management);
     cleanups.push(() => apiKeys.close());
 
@@ -136,7 +139,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     const operations = new Map(loadOperations().map((op) => [op.operationId, op]));
     const grpc: RunningGrpcServer = await startGrpcServer(
       {
-        port: { updateSession: (c) => router!.updateSession(c), getSession: (c) => router!.getSession(c) },
+        port: { invoke: (op, c) => router!.invoke(op, c) },
         authenticate: (a) => apiKeys.resolve(a),
         validateBody: (operationId, body) => operations.get(operationId)?.validateBody(body),
         actorInvoke: (call) => router!.serveForwarded(call),
@@ -163,7 +166,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       leases.onChange((shard: number) => actors.dropShard(shard));
     }
     const shardMap: ShardMap = leases ?? new LocalShardMap({ nodeId, address: grpcAddress }, options.shardCount ?? 256);
-    const local = createLocalIntegrationPort({ host: actors, sessions, nodeId, shardOf: (k) => shardMap.shardOf(k) });
+    const local = createLocalIntegrationPort({
+      host: actors,
+      handlers: integrationActorHandlers({ sessions }),
+      nodeId,
+      shardOf: (k) => shardMap.shardOf(k),
+    });
     router = new Router({ nodeId, shards: shardMap, local, logger });
     cleanups.push(() => router!.close());
     if (leases) await leases.start();

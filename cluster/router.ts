@@ -2,12 +2,12 @@ import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { ActorServiceClient, type ActorCall, type ActorReply } from '../proto/gen/perkline/v1/actor.js';
 import {
   actorKeyOf,
-  type GetSessionCall,
+  PORT_OPERATIONS,
   type IntegrationPort,
   type JsonObject,
+  type PortCalls,
   type PortOperation,
   type PortResult,
-  type UpdateSessionCall,
 } from '../services/actors/index.js';
 import { fromServiceError, GRPC_MAX_MESSAGE_BYTES } from '../services/grpc/index.js';
 import { AppError, type Logger, silentLogger } from '../services/shared/index.js';
@@ -27,8 +27,6 @@ export interface RouterOptions {
 
 const SHARD_MOVED = 'ShardMoved';
 
-type Payload = UpdateSessionCall | GetSessionCall;
-
 /**
  * The cluster's IntegrationPort: a call goes to the actor of its key, on this node when it owns the
  * key's shard, otherwise to the owner's ActorService over gRPC. While a shard has no live owner
@@ -46,12 +44,8 @@ export class Router implements IntegrationPort {
     this.logger = options.logger ?? silentLogger;
   }
 
-  updateSession(call: UpdateSessionCall): Promise<PortResult<JsonObject>> {
-    return this.dispatch('updateSession', call);
-  }
-
-  getSession(call: GetSessionCall): Promise<PortResult<JsonObject>> {
-    return this.dispatch('getSession', call);
+  invoke<O extends PortOperation>(operation: O, call: PortCalls[O]): Promise<PortResult<JsonObject>> {
+    return this.dispatch(operation, call);
   }
 
   /** The receiving side of a forwarded call (internal ActorService.Invoke). */
@@ -61,8 +55,9 @@ export class Router implements IntegrationPort {
         { title: SHARD_MOVED, details: `shard ${call.shard} is not owned by ${this.options.nodeId}` },
       ]);
     }
-    const payload = JSON.parse(call.payloadJson) as Payload;
-    const r = await this.runLocal(call.operation as PortOperation, payload);
+    const operation = call.operation as PortOperation;
+    if (!PORT_OPERATIONS.includes(operation)) throw new AppError('invalid_argument', `unknown operation ${call.operation}`);
+    const r = await this.options.local.invoke(operation, JSON.parse(call.payloadJson) as PortCalls[typeof operation]);
     return { resultJson: JSON.stringify(r.value), servedBy: r.servedBy };
   }
 
@@ -71,23 +66,12 @@ export class Router implements IntegrationPort {
     this.clients.clear();
   }
 
-  private runLocal(operation: PortOperation, payload: Payload): Promise<PortResult<JsonObject>> {
-    switch (operation) {
-      case 'updateSession':
-        return this.options.local.updateSession(payload as UpdateSessionCall);
-      case 'getSession':
-        return this.options.local.getSession(payload as GetSessionCall);
-      default:
-        throw new AppError('invalid_argument', `unknown operation ${String(operation)}`);
-    }
-  }
-
-  private async dispatch(operation: PortOperation, payload: Payload): Promise<PortResult<JsonObject>> {
+  private async dispatch<O extends PortOperation>(operation: O, payload: PortCalls[O]): Promise<PortResult<JsonObject>> {
     const { shards } = this.options;
     const shard = shards.shardOf(actorKeyOf(operation, payload));
     const deadline = Date.now() + this.ownerWaitMs;
     for (let attempt = 0; ; attempt++) {
-      if (shards.owns(shard)) return this.runLocal(operation, payload);
+      if (shards.owns(shard)) return this.options.local.invoke(operation, payload);
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       let owner = shards.ownerOf(shard);

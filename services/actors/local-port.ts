@@ -1,10 +1,27 @@
-import type { SessionRecord, SessionService } from '../integration/index.js';
 import type { ActorHost } from './actor-host.js';
-import { actorKeyOf, type GetSessionCall, type IntegrationPort, type PortResult, type JsonObject, type UpdateSessionCall } from './port.js';
+import {
+  actorKeyOf,
+  READ_OPERATIONS,
+  type IntegrationPort,
+  type JsonObject,
+  type PortCalls,
+  type PortOperation,
+  type PortResult,
+} from './port.js';
+
+/** What a handler may do with the state its actor keeps. */
+export interface ActorState {
+  get<T>(): T | undefined;
+  set(value: unknown): void;
+  drop(): void;
+}
+
+/** The use case behind each operation, run inside the actor of the call's key. */
+export type ActorHandlers = { [O in PortOperation]: (call: PortCalls[O], state: ActorState) => Promise<JsonObject> };
 
 export interface LocalPortOptions {
   host: ActorHost;
-  sessions: SessionService;
+  handlers: ActorHandlers;
   nodeId: string;
   /** The shard of an actor key (for dropping caches when a shard moves). */
   shardOf: (key: string) => number;
@@ -15,30 +32,29 @@ export interface LocalPortOptions {
  * keeps the state it committed; reads do not queue behind writes.
  */
 export function createLocalIntegrationPort(options: LocalPortOptions): IntegrationPort {
-  const { host, sessions, nodeId, shardOf } = options;
-  const result = <T>(value: T): PortResult<T> => ({ value, servedBy: nodeId });
+  const { host, handlers, nodeId, shardOf } = options;
+  const stateOf = (key: string): ActorState => ({
+    get: <T>() => host.getCached<T>(key),
+    set: (value) => host.setCached(key, shardOf(key), value),
+    drop: () => host.dropCached(key),
+  });
 
   return {
-    async updateSession(call: UpdateSessionCall): Promise<PortResult<JsonObject>> {
-      const key = actorKeyOf('updateSession', call);
+    async invoke<O extends PortOperation>(operation: O, call: PortCalls[O]): Promise<PortResult<JsonObject>> {
+      const handler = handlers[operation] as (c: PortCalls[O], s: ActorState) => Promise<JsonObject>;
+      if (!handler) throw new Error(`unknown operation ${String(operation)}`);
+      const key = actorKeyOf(operation, call);
+      const state = stateOf(key);
+      if (READ_OPERATIONS.has(operation)) return { value: await handler(call, state), servedBy: nodeId };
       return host.run(key, async () => {
-        const cached = host.getCached<SessionRecord>(key);
         try {
-          const outcome = await sessions.update(call, cached);
-          if (outcome.committed) host.setCached(key, shardOf(key), outcome.committed);
-          return result(outcome.state);
+          return { value: await handler(call, state), servedBy: nodeId };
         } catch (e) {
           // A failed commit may leave the cache behind Postgres: read it again next time.
-          host.dropCached(key);
+          state.drop();
           throw e;
         }
       });
-    },
-
-    async getSession(call: GetSessionCall): Promise<PortResult<JsonObject>> {
-      const key = actorKeyOf('getSession', call);
-      const { value } = await sessions.get(call, host.getCached<SessionRecord>(key));
-      return result(value);
     },
   };
 }

@@ -7,14 +7,21 @@ export interface AppRef {
   accountId: number;
 }
 
+export type JsonObject = Record<string, unknown>;
+
+/** Which shape the caller wants back: the v2 integration state or the legacy v1 response. */
+export type ApiVersion = 'v1' | 'v2';
+
 export interface UpdateSessionCall {
   app: AppRef;
   customerSessionId: string;
-  /** IntegrationRequest as received (validated by the caller). */
-  request: Record<string, unknown>;
+  /** IntegrationRequest as received (validated by the caller); v1 bodies are mapped to it first. */
+  request: JsonObject;
   dry: boolean;
   /** RFC 3339, dry runs only. */
   now?: string | undefined;
+  idempotencyKey?: string | undefined;
+  version?: ApiVersion;
 }
 
 export interface GetSessionCall {
@@ -22,31 +29,119 @@ export interface GetSessionCall {
   customerSessionId: string;
 }
 
+export interface ReturnSessionCall {
+  app: AppRef;
+  customerSessionId: string;
+  /** ReturnIntegrationRequest as received. */
+  request: JsonObject;
+  dry: boolean;
+  runRuleEngine: boolean;
+  idempotencyKey?: string | undefined;
+}
+
+export interface ReopenSessionCall {
+  app: AppRef;
+  customerSessionId: string;
+  idempotencyKey?: string | undefined;
+}
+
+export interface UpdateProfileCall {
+  app: AppRef;
+  integrationId: string;
+  request: JsonObject;
+  runRuleEngine: boolean;
+  dry: boolean;
+  idempotencyKey?: string | undefined;
+  version?: ApiVersion;
+}
+
+export interface TrackEventCall {
+  app: AppRef;
+  /** The event's profile ('' for an anonymous session). */
+  profileId: string;
+  request: JsonObject;
+  dry: boolean;
+  idempotencyKey?: string | undefined;
+  version?: ApiVersion;
+}
+
+export interface DeleteCustomerDataCall {
+  app: AppRef;
+  integrationId: string;
+}
+
+export interface CreateReferralCall {
+  app: AppRef;
+  /** One referral (`/v1/referrals`) or several advocates (`/v1/referrals_for_multiple_advocates`). */
+  request: JsonObject;
+  advocateProfileIntegrationId: string;
+}
+
+/** Every operation by name with its call, as it crosses the wire between nodes. */
+export interface PortCalls {
+  updateSession: UpdateSessionCall;
+  getSession: GetSessionCall;
+  returnSession: ReturnSessionCall;
+  reopenSession: ReopenSessionCall;
+  updateProfile: UpdateProfileCall;
+  trackEvent: TrackEventCall;
+  deleteCustomerData: DeleteCustomerDataCall;
+  createReferral: CreateReferralCall;
+}
+export type PortOperation = keyof PortCalls;
+
+export const PORT_OPERATIONS: readonly PortOperation[] = [
+  'updateSession',
+  'getSession',
+  'returnSession',
+  'reopenSession',
+  'updateProfile',
+  'trackEvent',
+  'deleteCustomerData',
+  'createReferral',
+];
+
 export interface PortResult<T> {
   value: T;
   /** The node whose actor processed the call. */
   servedBy: string;
 }
 
-export type JsonObject = Record<string, unknown>;
-
 export interface IntegrationPort {
-  updateSession(call: UpdateSessionCall): Promise<PortResult<JsonObject>>;
-  getSession(call: GetSessionCall): Promise<PortResult<JsonObject>>;
+  invoke<O extends PortOperation>(operation: O, call: PortCalls[O]): Promise<PortResult<JsonObject>>;
 }
 
-/** Every operation by name, as it crosses the wire between nodes. */
-export const PortOperation = {
-  updateSession: 'updateSession',
-  getSession: 'getSession',
-} as const;
-export type PortOperation = (typeof PortOperation)[keyof typeof PortOperation];
+/** Reads run beside the writes of their key instead of queueing behind them. */
+export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession']);
 
-/** The actor key (and so the shard key) of a call. */
-export function actorKeyOf(operation: PortOperation, payload: UpdateSessionCall | GetSessionCall): string {
+/**
+ * The actor key (and so the shard key) of a call: the session for session calls, the profile for
+ * profile, event and referral calls. Profiles belong to the account, so their keys do too; an
+ * anonymous event has no profile and runs in its session's actor.
+ */
+export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortCalls[O]): string {
   switch (operation) {
     case 'updateSession':
     case 'getSession':
-      return `s:${payload.app.applicationId}:${payload.customerSessionId}`;
+    case 'returnSession':
+    case 'reopenSession': {
+      const p = payload as UpdateSessionCall;
+      return `s:${p.app.applicationId}:${p.customerSessionId}`;
+    }
+    case 'updateProfile':
+    case 'deleteCustomerData': {
+      const p = payload as UpdateProfileCall;
+      return `p:${p.app.accountId}:${p.integrationId}`;
+    }
+    case 'createReferral': {
+      const p = payload as CreateReferralCall;
+      return `p:${p.app.accountId}:${p.advocateProfileIntegrationId}`;
+    }
+    case 'trackEvent': {
+      const p = payload as TrackEventCall;
+      if (p.profileId !== '') return `p:${p.app.accountId}:${p.profileId}`;
+      return `s:${p.app.applicationId}:${String((p.request as { sessionId?: unknown }).sessionId ?? '')}`;
+    }
   }
+  throw new Error(`unknown operation ${String(operation)}`);
 }

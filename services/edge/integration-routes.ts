@@ -7,7 +7,7 @@ const served = (node: string) => ({ 'X-Perkline-Node': node });
 export function integrationHandlers(port: IntegrationPort): Record<string, RouteHandler> {
   return {
     updateCustomerSessionV2: async ({ app, params, query, body }) => {
-      const r = await port.updateSession({
+      const r = await port.invoke('updateSession', {
         app: app as AppRef,
         customerSessionId: params.customerSessionId,
         request: body ?? {},
@@ -17,7 +17,7 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
     getCustomerSession: async ({ app, params }) => {
-      const r = await port.getSession({ app: app as AppRef, customerSessionId: params.customerSessionId });
+      const r = await port.invoke('getSession', { app: app as AppRef, customerSessionId: params.customerSessionId });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
   };

@@ -61,7 +61,7 @@ export async function startGrpcServer(options: GrpcServerOptions, address: strin
       if (!req.customerSessionId) throw badRequest('customer_session_id is required', '/customerSessionId');
       const body = req.request ?? {};
       options.validateBody?.('updateCustomerSessionV2', body);
-      const r = await options.port.updateSession({
+      const r = await options.port.invoke('updateSession', {
         app,
         customerSessionId: req.customerSessionId,
         request: body,
@@ -73,7 +73,7 @@ export async function startGrpcServer(options: GrpcServerOptions, address: strin
     getCustomerSession: unary<GetCustomerSessionRequest, GetCustomerSessionResponse>(async (req, call) => {
       const app = await auth(call);
       if (!req.customerSessionId) throw badRequest('customer_session_id is required', '/customerSessionId');
-      const r = await options.port.getSession({ app, customerSessionId: req.customerSessionId });
+      const r = await options.port.invoke('getSession', { app, customerSessionId: req.customerSessionId });
       return { response: r.value };
     }, logger),
   });

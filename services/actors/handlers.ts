@@ -1,0 +1,30 @@
+import type { SessionRecord, SessionService } from '../integration/index.js';
+import { AppError } from '../shared/index.js';
+import type { ActorHandlers } from './local-port.js';
+
+export interface IntegrationServices {
+  sessions: SessionService;
+}
+
+const notYet = (what: string) => async (): Promise<never> => {
+  throw new AppError('unavailable', `${what} is not available on this node`);
+};
+
+/** The integration use case behind each port operation, with the state its actor keeps. */
+export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
+  const { sessions } = services;
+  return {
+    updateSession: async (call, state) => {
+      const outcome = await sessions.update(call, state.get<SessionRecord>());
+      if (outcome.committed) state.set(outcome.committed);
+      return outcome.state;
+    },
+    getSession: async (call, state) => (await sessions.get(call, state.get<SessionRecord>())).value,
+    returnSession: notYet('returns'),
+    reopenSession: notYet('reopen'),
+    updateProfile: notYet('profile update'),
+    trackEvent: notYet('track event'),
+    deleteCustomerData: notYet('customer data deletion'),
+    createReferral: notYet('referral creation'),
+  };
+}
