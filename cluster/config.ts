@@ -16,6 +16,8 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
   const level = str('LOG_LEVEL');
   if (level !== undefined && !['debug', 'info', 'warn', 'error', 'silent'].includes(level)) throw new Error('LOG_LEVEL must be debug, info, warn, error or silent');
   const tokenHours = int('TOKEN_TTL_HOURS');
+  const rps = int('RATE_LIMIT_RPS');
+  const burst = int('RATE_LIMIT_BURST');
   const opts: NodeOptions = {
     nodeId: str('NODE_ID'),
     host: str('HOST'),
@@ -40,6 +42,7 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
       poolSize: int('EVAL_POOL_SIZE'),
     },
     eventPrefix: str('EVENT_PREFIX'),
+    rateLimit: rps === undefined && burst === undefined ? undefined : { ...(rps !== undefined && { ratePerSecond: rps }), ...(burst !== undefined && { burst }) },
     logLevel: level as LogLevel | undefined,
   };
   // Leave unset options out so each component's documented default applies.

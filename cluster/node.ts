@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from 'nats';
 import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from '../services/actors/index.js';
-import { createEdgeApp, loadOperations, type Readiness } from '../services/edge/index.js';
+import { createEdgeApp, loadOperations, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
 import { SessionService, SnapshotCache } from '../services/integration/index.js';
@@ -58,6 +58,8 @@ export interface NodeOptions {
   logLevel?: LogLevel;
   logger?: Logger;
   clock?: Clock;
+  /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
+  rateLimit?: RateLimitOptions;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
 }
@@ -191,6 +193,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       apiKeys,
       readiness,
       logger,
+      rateLimit: options.rateLimit,
       gauges: {
         actorQueueDepth: () => actors.queueDepth,
         actorActive: () => actors.activeCount,

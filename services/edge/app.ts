@@ -11,6 +11,8 @@ import { createMetrics, type EdgeMetrics, type GaugeSources } from './metrics.js
 import { loadOperations, type Operation } from './openapi.js';
 import { managementHandlers } from './management-routes.js';
 import { integrationHandlers } from './integration-routes.js';
+import { RateLimiter, rateLimited, type RateLimitOptions } from './rate-limit.js';
+import { verifyContentSignature } from './content-signature.js';
 
 export interface Readiness {
   ready: boolean;
@@ -27,6 +29,8 @@ export interface EdgeOptions {
   logger?: Logger;
   /** Largest accepted body (default 10 MiB). */
   bodyLimitBytes?: number;
+  /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
+  rateLimit?: RateLimitOptions;
 }
 
 /** What a route handler receives: validated input and the authenticated caller. */
@@ -56,6 +60,7 @@ export type RouteHandler = (input: RouteInput) => Promise<RouteOutput>;
 export function createEdgeApp(options: EdgeOptions): { app: express.Express; metrics: EdgeMetrics } {
   const logger = options.logger ?? silentLogger;
   const metrics = createMetrics(options.gauges);
+  const limiter = new RateLimiter(options.rateLimit);
   const handlers: Record<string, RouteHandler> = {
     ...managementHandlers(options.management),
     ...integrationHandlers(options.port),
@@ -87,7 +92,7 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
         metrics.latency.observe({ route: op.path, method: op.method }, seconds);
       });
       try {
-        const input = await prepare(op, req, options);
+        const input = await prepare(op, req, options, limiter);
         const out = await handler(input);
         if (out.headers) res.set(out.headers);
         if (out.body === undefined) res.status(out.status).end();
@@ -107,16 +112,23 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
   return { app, metrics };
 }
 
-async function prepare(op: Operation, req: Request, options: EdgeOptions): Promise<RouteInput> {
+async function prepare(op: Operation, req: Request, options: EdgeOptions, limiter: RateLimiter): Promise<RouteInput> {
   const input: RouteInput = { params: { ...req.params }, query: { ...(req.query as Record<string, unknown>) }, body: undefined, headers: req.headers };
-  // Authenticate before anything else is looked at.
-  if (op.security === 'api_key_v1') input.app = await options.apiKeys.resolve(req.headers.authorization);
-  else if (op.security === 'management_key') {
+  const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  // Authenticate before anything else is looked at; then the key's rate limit, then the
+  // Content-Signature when the caller sent one (it signs the raw body).
+  if (op.security === 'api_key_v1') {
+    const key = await options.apiKeys.resolveKey(req.headers.authorization);
+    input.app = key.app;
+    const wait = limiter.take(key.keyId);
+    if (wait > 0) throw rateLimited(wait);
+    const signature = req.headers['content-signature'];
+    if (signature !== undefined) verifyContentSignature(signature, key, raw);
+  } else if (op.security === 'management_key') {
     input.principal = await authenticateBearer(options.management, req.headers.authorization);
     input.bearerToken = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
   }
   op.validateParams(input.params, input.query);
-  const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
   if (op.hasBody) {
     if (raw.length === 0) {
       if (op.bodyRequired) throw badRequest('A JSON request body is required', '');

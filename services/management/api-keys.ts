@@ -48,32 +48,46 @@ export interface ApiKeyResolverOptions {
   ttlMs?: number;
 }
 
+/** What an Integration API key resolves to on this node (never sent between nodes). */
+export interface ResolvedApiKey {
+  app: AppRef;
+  /** The key's id: what the edge rate-limits by. */
+  keyId: number;
+  /** The Application's secret for `Content-Signature` (HMAC-SHA256 key, used as UTF-8 text). */
+  signingSecret: string;
+}
+
 /**
  * Resolves `Authorization: ApiKey-v1 <key>` to its Application. Resolved keys are cached by hash
  * (no database work on the hot path); a deleted key's Application announces the change, which
  * drops its entries at once.
  */
 export class ApiKeyResolver {
-  private readonly cache = new Map<string, { app: AppRef; expires: number; loadedAt: number }>();
+  private readonly cache = new Map<string, { key: ResolvedApiKey; expires: number; loadedAt: number }>();
   private readonly ttlMs: number;
   private readonly unsubscribe: () => void;
 
   constructor(private readonly ctx: ManagementContext, options: ApiKeyResolverOptions = {}) {
     this.ttlMs = options.ttlMs ?? 30_000;
     this.unsubscribe = ctx.events.subscribe((change) => {
-      for (const [hash, entry] of this.cache) if (entry.app.applicationId === change.applicationId) this.cache.delete(hash);
+      for (const [hash, entry] of this.cache) if (entry.key.app.applicationId === change.applicationId) this.cache.delete(hash);
     });
   }
 
   async resolve(authorization: string | undefined): Promise<AppRef> {
+    return (await this.resolveKey(authorization)).app;
+  }
+
+  /** Like resolve, with the key's id and the Application's signing secret. */
+  async resolveKey(authorization: string | undefined): Promise<ResolvedApiKey> {
     const match = /^ApiKey-v1\s+(\S+)$/.exec(authorization ?? '');
     if (!match) throw unauthenticated('Missing or malformed `Authorization: ApiKey-v1 <key>` header');
     const hash = sha256Hex(match[1]!);
     const now = this.ctx.clock.now().getTime();
     let entry = this.cache.get(hash);
     if (!entry || now - entry.loadedAt > this.ttlMs) {
-      const [row] = await this.ctx.db.query<{ application_id: number; account_id: number; expires: Date }>(
-        `SELECT k.application_id, a.account_id, k.expires FROM api_keys k JOIN applications a ON a.id = k.application_id
+      const [row] = await this.ctx.db.query<{ id: number; application_id: number; account_id: number; expires: Date; signing_secret: string }>(
+        `SELECT k.id, k.application_id, a.account_id, k.expires, a.signing_secret FROM api_keys k JOIN applications a ON a.id = k.application_id
           WHERE k.key_hash = $1`,
         [hash],
       );
@@ -82,14 +96,18 @@ export class ApiKeyResolver {
         throw unauthenticated('Invalid API key');
       }
       entry = {
-        app: { applicationId: row.application_id, accountId: row.account_id },
+        key: {
+          app: { applicationId: row.application_id, accountId: row.account_id },
+          keyId: Number(row.id),
+          signingSecret: row.signing_secret,
+        },
         expires: new Date(iso(row.expires)!).getTime(),
         loadedAt: now,
       };
       this.cache.set(hash, entry);
     }
     if (entry.expires <= now) throw unauthenticated('Expired API key');
-    return entry.app;
+    return entry.key;
   }
 
   close(): void {

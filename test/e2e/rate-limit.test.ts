@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RateLimiter } from '../../services/edge/index.js';
+import { cart } from '../helpers/fixtures.js';
+import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+
+describe('RateLimiter', () => {
+  it('passes a burst, then refills continuously', () => {
+    const l = new RateLimiter({ ratePerSecond: 10, burst: 3 });
+    expect([l.take('k', 0), l.take('k', 0), l.take('k', 0)]).toEqual([0, 0, 0]);
+    expect(l.take('k', 0)).toBe(1);
+    expect(l.take('k', 99)).toBe(1);
+    expect(l.take('k', 150)).toBe(0);
+    expect(l.take('k', 150)).toBe(1);
+    expect(l.take('other', 150)).toBe(0);
+  });
+
+  it('answers Retry-After in whole seconds of at least one', () => {
+    const l = new RateLimiter({ ratePerSecond: 0.25, burst: 1 });
+    expect(l.take('k', 0)).toBe(0);
+    expect(l.take('k', 0)).toBe(4);
+    expect(l.take('k', 3500)).toBe(1);
+  });
+
+  it('is off with ratePerSecond 0', () => {
+    const l = new RateLimiter({ ratePerSecond: 0, burst: 0 });
+    for (let i = 0; i < 10_000; i++) expect(l.take('k', 0)).toBe(0);
+    expect(l.size).toBe(0);
+  });
+
+  it('drops idle buckets so memory stays bounded', () => {
+    const l = new RateLimiter({ ratePerSecond: 100, burst: 10, maxBuckets: 1000 });
+    for (let i = 0; i < 5000; i++) l.take(i, i);
+    expect(l.size).toBeLessThanOrEqual(1000);
+    // Keys idle for burst/rate (100 ms) are full again and gone after the next sweep.
+    l.take('late', 10_000);
+    expect(l.size).toBe(1);
+  });
+});
+
+describe('Integration API rate limit', () => {
+  let t: TestNode;
+  let shop: ShopSetup;
+  let other: ShopSetup;
+  let n = 0;
+  // Raw fetch: the SDK retries 429 (see sdk/index.ts); these requests must see it.
+  const put = (key: string) =>
+    fetch(`${t.url}/v2/customer_sessions/rl-${++n}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json', Authorization: `ApiKey-v1 ${key}` },
+      body: JSON.stringify({ customerSession: cart([120]) }),
+    });
+
+  beforeAll(async () => {
+    // One token per 2 s: the burst and the sixth request fit in that window even on a busy machine.
+    t = await startTestNode('pglite', { rateLimit: { ratePerSecond: 0.5, burst: 5 } });
+    shop = await setupShop(t.url, t.admin, { retries: 0 });
+    other = await setupShop(t.url, t.admin, { retries: 0 });
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('refuses the request after the burst with 429, Retry-After and the error body', async () => {
+    const first = await Promise.all(Array.from({ length: 5 }, () => put(shop.apiKey)));
+    expect(first.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const sixth = await put(shop.apiKey);
+    expect(sixth.status).toBe(429);
+    const retryAfter = Number(sixth.headers.get('retry-after'));
+    expect(Number.isInteger(retryAfter)).toBe(true);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(2);
+    const body = (await sixth.json()) as { message: string; StatusCode: number; errors: Array<{ title: string; source?: { pointer?: string } }> };
+    expect(body.StatusCode).toBe(429);
+    expect(body.message).toMatch(/rate limit/i);
+    expect(body.errors[0]?.title).toBe('Too Many Requests');
+    expect(body.errors[0]?.source?.pointer).toBe('/headers/authorization');
+
+    // Another Application's key has its own bucket.
+    expect((await put(other.apiKey)).status).toBe(200);
+
+    // The SDK without retries hands the 429 back.
+    const { data, response } = await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+      params: { path: { customerSessionId: 'rl-sdk' } },
+      body: { customerSession: cart([120]) as never },
+    });
+    expect(response.status).toBe(429);
+    expect(data).toBeUndefined();
+
+    await new Promise((r) => setTimeout(r, retryAfter * 1000 + 50));
+    expect((await put(shop.apiKey)).status).toBe(200);
+  });
+
+  it('does not count unauthenticated requests against a key', async () => {
+    const res = await put('not-a-key');
+    expect(res.status).toBe(401);
+  });
+});
