@@ -6,7 +6,7 @@ import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from 
 import { createEdgeApp, loadOperations, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
-import { SessionService, SnapshotCache } from '../services/integration/index.js';
+import { ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
 import { ApiKeyResolver, bootstrapAdmin, type BootstrapResult, type ManagementContext } from '../services/management/index.js';
 import {
   createLocalConfigEvents,
@@ -170,7 +170,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     const shardMap: ShardMap = leases ?? new LocalShardMap({ nodeId, address: grpcAddress }, options.shardCount ?? 256);
     const local = createLocalIntegrationPort({
       host: actors,
-      handlers: integrationActorHandlers({ sessions }),
+      handlers: integrationActorHandlers({ sessions, referrals: new ReferralService(db, clock) }),
       nodeId,
       shardOf: (k) => shardMap.shardOf(k),
     });

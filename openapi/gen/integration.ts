@@ -26,6 +26,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/customer_sessions/{customerSessionId}/returns": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Return cart items of a closed session; the effects tied to them are rolled back */
+        post: operations["returnCartItems"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/customer_sessions/{customerSessionId}/reopen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Reopen a closed session; what its close committed is rolled back */
+        put: operations["reopenCustomerSession"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/referrals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create a referral code for an advocate */
+        post: operations["createReferral"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/referrals_for_multiple_advocates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create one referral code per advocate */
+        post: operations["createReferralsForMultipleAdvocates"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -189,10 +263,70 @@ export interface components {
             }[];
             referral?: {
                 [key: string]: unknown;
-            };
+            } | null;
             ruleFailureReasons?: {
                 [key: string]: unknown;
             }[];
+            return?: {
+                [key: string]: unknown;
+            };
+            previousReturns?: {
+                [key: string]: unknown;
+            }[];
+        };
+        ReturnIntegrationRequest: {
+            return: {
+                returnedCartItems: {
+                    position: number;
+                    /** @description defaults to the whole line */
+                    quantity?: number;
+                }[];
+            };
+            responseContent?: ("customerSession" | "customerProfile" | "event" | "loyalty" | "triggeredCampaigns" | "coupons" | "referral" | "ruleFailureReasons" | "previousReturns")[];
+        };
+        NewReferral: {
+            campaignId: number;
+            advocateProfileIntegrationId: string;
+            friendProfileIntegrationId?: string;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            usageLimit?: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+        };
+        NewReferralsForMultipleAdvocates: {
+            campaignId: number;
+            advocateProfileIntegrationIds: string[];
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            usageLimit?: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+        };
+        Referral: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            campaignId: number;
+            advocateProfileIntegrationId: string;
+            friendProfileIntegrationId?: string;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            code: string;
+            usageCounter: number;
+            usageLimit: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            batchId?: string;
         };
         IntegrationCustomerSessionResponse: {
             customerSession: components["schemas"]["CustomerSessionV2"];
@@ -211,6 +345,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+        idempotencyKey: string;
         /** @description The session's integration ID, set by the client; no length limit. */
         customerSessionId: string;
     };
@@ -253,7 +389,10 @@ export interface operations {
                 /** @description RFC 3339; future only; only with dry=true */
                 now?: string;
             };
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path: {
                 /** @description The session's integration ID, set by the client; no length limit. */
                 customerSessionId: components["parameters"]["customerSessionId"];
@@ -280,6 +419,145 @@ export interface operations {
             404: components["responses"]["Error"];
             409: components["responses"]["Error"];
             413: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    returnCartItems: {
+        parameters: {
+            query?: {
+                dry?: boolean;
+                runRuleEngine?: boolean;
+            };
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReturnIntegrationRequest"];
+            };
+        };
+        responses: {
+            /** @description The new integration state, with the rollback effects */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV2"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    reopenCustomerSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reopened session and the rollback effects */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV2"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    createReferral: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewReferral"];
+            };
+        };
+        responses: {
+            /** @description The referral */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Referral"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    createReferralsForMultipleAdvocates: {
+        parameters: {
+            query?: {
+                /** @description yes (default) answers 204 without the referrals */
+                silent?: "yes" | "no";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewReferralsForMultipleAdvocates"];
+            };
+        };
+        responses: {
+            /** @description The referrals */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Referral"][];
+                    };
+                };
+            };
+            /** @description Created (silent) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

@@ -1,9 +1,10 @@
-import type { SessionRecord, SessionService } from '../integration/index.js';
+import type { ReferralService, SessionRecord, SessionService } from '../integration/index.js';
 import { AppError } from '../shared/index.js';
 import type { ActorHandlers } from './local-port.js';
 
 export interface IntegrationServices {
   sessions: SessionService;
+  referrals: ReferralService;
 }
 
 const notYet = (what: string) => async (): Promise<never> => {
@@ -12,7 +13,7 @@ const notYet = (what: string) => async (): Promise<never> => {
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions } = services;
+  const { sessions, referrals } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -20,11 +21,19 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       return outcome.state;
     },
     getSession: async (call, state) => (await sessions.get(call, state.get<SessionRecord>())).value,
-    returnSession: notYet('returns'),
-    reopenSession: notYet('reopen'),
+    returnSession: async (call, state) => {
+      const outcome = await sessions.returns(call, state.get<SessionRecord>());
+      if (outcome.committed) state.set(outcome.committed);
+      return outcome.state;
+    },
+    reopenSession: async (call, state) => {
+      const outcome = await sessions.reopen(call, state.get<SessionRecord>());
+      if (outcome.committed) state.set(outcome.committed);
+      return outcome.state;
+    },
     updateProfile: notYet('profile update'),
     trackEvent: notYet('track event'),
     deleteCustomerData: notYet('customer data deletion'),
-    createReferral: notYet('referral creation'),
+    createReferral: (call) => referrals.create(call),
   };
 }

@@ -1,20 +1,74 @@
 import type { AppRef, IntegrationPort } from '../actors/port.js';
-import type { RouteHandler } from './app.js';
+import type { RouteHandler, RouteInput } from './app.js';
 
 const served = (node: string) => ({ 'X-Perkline-Node': node });
+
+/** The Idempotency-Key header of a v2 write, when sent. */
+const idempotencyKeyOf = (headers: RouteInput['headers']): string | undefined => {
+  const v = headers['idempotency-key'];
+  return typeof v === 'string' ? v : undefined;
+};
+
+/** Runs fn over items with at most `limit` in flight, keeping their order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
 
 /** Integration API v2 handlers: thin calls into the IntegrationPort (the cluster router). */
 export function integrationHandlers(port: IntegrationPort): Record<string, RouteHandler> {
   return {
-    updateCustomerSessionV2: async ({ app, params, query, body }) => {
+    updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,
         customerSessionId: params.customerSessionId,
         request: body ?? {},
         dry: query.dry === true,
         now: query.now,
+        idempotencyKey: idempotencyKeyOf(headers),
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    returnCartItems: async ({ app, params, query, body, headers }) => {
+      const r = await port.invoke('returnSession', {
+        app: app as AppRef,
+        customerSessionId: params.customerSessionId,
+        request: body ?? {},
+        dry: query.dry === true,
+        runRuleEngine: query.runRuleEngine === true,
+        idempotencyKey: idempotencyKeyOf(headers),
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    reopenCustomerSession: async ({ app, params, headers }) => {
+      const r = await port.invoke('reopenSession', {
+        app: app as AppRef,
+        customerSessionId: params.customerSessionId,
+        idempotencyKey: idempotencyKeyOf(headers),
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    createReferral: async ({ app, body }) => {
+      const r = await port.invoke('createReferral', { app: app as AppRef, request: body, advocateProfileIntegrationId: body.advocateProfileIntegrationId });
+      return { status: 201, body: r.value, headers: served(r.servedBy) };
+    },
+    createReferralsForMultipleAdvocates: async ({ app, body, query }) => {
+      const { advocateProfileIntegrationIds, ...common } = body as { advocateProfileIntegrationIds: string[] } & Record<string, unknown>;
+      const unique = [...new Set(advocateProfileIntegrationIds)];
+      // Each advocate's referral is made in that advocate's actor.
+      const made = await mapLimited(unique, 16, async (advocate) =>
+        (await port.invoke('createReferral', { app: app as AppRef, request: { ...common, advocateProfileIntegrationId: advocate }, advocateProfileIntegrationId: advocate })).value,
+      );
+      if (query.silent !== 'no') return { status: 204 };
+      return { status: 201, body: { totalResultSize: made.length, data: made } };
     },
     getCustomerSession: async ({ app, params }) => {
       const r = await port.invoke('getSession', { app: app as AppRef, customerSessionId: params.customerSessionId });

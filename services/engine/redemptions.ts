@@ -102,6 +102,7 @@ export function checkReferral(input: EvaluationInput, candidates: () => Readonly
   if (notStarted(fact.startDate, now)) return reject(ReferralReason.startInFuture);
   if (expired(fact.expiryDate, now)) return reject(ReferralReason.expired);
   if (fact.usageLimit > 0 && fact.usageCounter >= fact.usageLimit) return reject(ReferralReason.limitReached);
+  if (fact.advocateMissing) return reject(ReferralReason.advocateNotFound);
   if (fact.advocateProfileIntegrationId === profile) return reject(ReferralReason.sameAsAdvocate);
   if (fact.friendProfileIntegrationId && fact.friendProfileIntegrationId !== profile) return reject(ReferralReason.recipient);
   if (fact.alreadyReferred) return reject(ReferralReason.alreadyReferred);

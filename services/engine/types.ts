@@ -70,6 +70,8 @@ export interface ReferralFact {
   attributes: Record<string, unknown>;
   /** The session's profile was already referred in this campaign. */
   alreadyReferred?: boolean;
+  /** The advocate's profile no longer exists. */
+  advocateMissing?: boolean;
 }
 
 /**

@@ -38,7 +38,7 @@ const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : Strin
 
 const sessionColumns = `id, application_id, integration_id, created, updated, profile_id, store_integration_id, state,
   coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes, total,
-  cart_item_total, additional_cost_total, first_session, effects, update_count`;
+  cart_item_total, additional_cost_total, first_session, effects, update_count, committed_effects, committed_counters`;
 
 function toSession(r: Record<string, unknown>): SessionRecord {
   return {
@@ -62,6 +62,8 @@ function toSession(r: Record<string, unknown>): SessionRecord {
     additionalCostTotal: Number(r.additional_cost_total),
     firstSession: r.first_session as boolean,
     effects: r.effects as unknown[],
+    committedEffects: r.committed_effects as unknown[],
+    committedCounters: r.committed_counters as unknown[],
     updateCount: r.update_count as number,
   };
 }
@@ -126,6 +128,8 @@ export interface SessionCommit {
   /** The update count the session had when it was read; 0 inserts a new session. */
   expectedUpdateCount: number;
   closing: boolean;
+  /** What the profile's purchase counters change by: +1/+total on close, back on cancel, -returned on returns. */
+  profileDelta?: { closedSessions: number; totalSales: number } | undefined;
   events: Array<{ type: string; attributes: Record<string, unknown>; effects: unknown[] }>;
   now: string;
 }
@@ -149,11 +153,11 @@ export async function commitSession(tx: Queryable, c: SessionCommit): Promise<Se
       [c.accountId, s.profileId, c.now],
     );
     profile = toProfile(row!);
-    if (c.closing) {
+    if (c.profileDelta && (c.profileDelta.closedSessions !== 0 || c.profileDelta.totalSales !== 0)) {
       const [closed] = await tx.query(
-        `UPDATE customer_profiles SET closed_sessions = closed_sessions + 1, total_sales = total_sales + $2::numeric
+        `UPDATE customer_profiles SET closed_sessions = greatest(closed_sessions + $2, 0), total_sales = total_sales + $3::numeric
           WHERE id = $1 RETURNING *`,
-        [profile.id, String(s.total)],
+        [profile.id, c.profileDelta.closedSessions, String(c.profileDelta.totalSales)],
       );
       profile = toProfile(closed!);
     }
@@ -178,15 +182,18 @@ export async function commitSession(tx: Queryable, c: SessionCommit): Promise<Se
     JSON.stringify(s.effects),
     c.now,
     c.closing ? c.now : null,
+    JSON.stringify(s.committedEffects),
+    JSON.stringify(s.committedCounters),
   ];
   let row: Record<string, unknown> | undefined;
   if (c.expectedUpdateCount === 0) {
     [row] = await tx.query(
       `INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
          coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
-         total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at, update_count)
+         total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
+         committed_effects, committed_counters, update_count)
        VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb,
-         $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, 1)
+         $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, $20::jsonb, $21::jsonb, 1)
        ON CONFLICT (application_id, integration_id) DO NOTHING
        RETURNING ${sessionColumns}`,
       values,
@@ -197,8 +204,9 @@ export async function commitSession(tx: Queryable, c: SessionCommit): Promise<Se
          referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::jsonb,
          additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
          additional_cost_total = $15::numeric, first_session = $16, effects = $17::jsonb, updated = $18,
-         closed_at = COALESCE($19, closed_at), update_count = update_count + 1
-       WHERE application_id = $1 AND integration_id = $2 AND update_count = $20
+         closed_at = COALESCE($19, closed_at), committed_effects = $20::jsonb, committed_counters = $21::jsonb,
+         update_count = update_count + 1
+       WHERE application_id = $1 AND integration_id = $2 AND update_count = $22
        RETURNING ${sessionColumns}`,
       [...values, c.expectedUpdateCount],
     );

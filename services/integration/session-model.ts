@@ -51,6 +51,10 @@ export interface SessionRecord {
   additionalCostTotal: number;
   /** Stored effects of the last evaluation. */
   effects: unknown[];
+  /** Effects made final (on close) and not rolled back since: what cancel, returns and reopen undo. */
+  committedEffects: unknown[];
+  /** The shared counters those effects changed (commit-effects.ts CounterEntry), for their rollback. */
+  committedCounters: unknown[];
   /** Committed updates so far; the commit's optimistic check. 0 for a session not yet stored. */
   updateCount: number;
 }
@@ -110,6 +114,8 @@ export function emptySession(applicationId: number, integrationId: string, now: 
     cartItemTotal: 0,
     additionalCostTotal: 0,
     effects: [],
+    committedEffects: [],
+    committedCounters: [],
     updateCount: 0,
   };
 }

@@ -1,33 +1,25 @@
-import type { AppRef, GetSessionCall, JsonObject, UpdateSessionCall } from '../actors/port.js';
-import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
-import { badRequest, notFound, systemClock, uuid, type Clock, type Logger, silentLogger } from '../shared/index.js';
-import type { Db } from '../store/index.js';
+import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
+import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
+import { addExact, badRequest, notFound, systemClock, type Clock, type Logger, silentLogger } from '../shared/index.js';
+import type { Db, Queryable } from '../store/index.js';
+import { commitEffects, CommitRaceError, couponView, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
+import { CampaignEvaluation, type EvaluationOutcome, type Evaluator } from './evaluation.js';
+import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
   eventView,
   isFirstSession,
   loadProfile,
   loadSession,
-  profileRoot,
   profileView,
   StaleSessionError,
   type EventRecord,
+  type SessionCommitResult,
 } from './repository.js';
-import {
-  applyPayload,
-  checkTransition,
-  emptySession,
-  sessionRoot,
-  sessionView,
-  type SessionPayload,
-  type SessionRecord,
-} from './session-model.js';
-import { candidateCampaigns, type SnapshotCache } from './snapshot.js';
+import { applyPayload, checkTransition, emptySession, sessionView, withTotals, type CartItem, type SessionPayload, type SessionRecord } from './session-model.js';
+import type { AppSnapshot, SnapshotCache } from './snapshot.js';
 
-/** What evaluates campaigns: inline or in the worker pool (services/engine createEvaluator). */
-export interface Evaluator {
-  evaluate(input: EvaluationInput): Promise<EvaluationResult & { ranIn: 'inline' | 'pool' }>;
-}
+export type { Evaluator } from './evaluation.js';
 
 export interface SessionServiceOptions {
   db: Db;
@@ -41,25 +33,34 @@ export interface SessionServiceOptions {
 
 export interface SessionUpdateOutcome {
   state: JsonObject;
-  /** The session as committed; absent for dry runs (nothing changed). */
+  /** The session as committed; absent for dry runs and replays (nothing changed). */
   committed?: SessionRecord;
 }
 
-const MAX_STALE_RETRIES = 5;
+/** Retries of one call when the stored session moved (stale cache) or a counter ran out under it. */
+const MAX_RETRIES = 20;
 
-/** Session use cases: update (evaluate and commit) and read. Called by the session's actor. */
+const EMPTY_RESULT: EvaluationResult = { effects: [], ruleFailureReasons: [], triggeredCampaignIds: [] };
+
+interface Extras {
+  createdCoupons?: Array<Record<string, unknown>>;
+  createdReferrals?: Array<Record<string, unknown>>;
+  returned?: Record<string, unknown>;
+}
+
+/** Session use cases: update (evaluate and commit), returns, reopen and read. Called by the session's actor. */
 export class SessionService {
   private readonly db: Db;
   private readonly snapshots: SnapshotCache;
-  private readonly evaluator: Evaluator;
+  readonly evaluation: CampaignEvaluation;
   private readonly clock: Clock;
-  private readonly prefix: string;
+  readonly prefix: string;
   private readonly logger: Logger;
 
   constructor(options: SessionServiceOptions) {
     this.db = options.db;
     this.snapshots = options.snapshots;
-    this.evaluator = options.evaluator;
+    this.evaluation = new CampaignEvaluation(options.db, options.snapshots, options.evaluator);
     this.clock = options.clock ?? systemClock;
     this.prefix = options.eventPrefix ?? 'service_';
     this.logger = options.logger ?? silentLogger;
@@ -74,67 +75,177 @@ export class SessionService {
     const payload = request.customerSession ?? {};
     const responseContent = new Set(request.responseContent ?? []);
     const now = this.evaluationTime(call);
+    if (call.dry) return { state: await this.dryRun(call.app, call.customerSessionId, cached, payload, responseContent, now) };
+    const scope = this.scopeOf(call.app, call.idempotencyKey, `updateSession:${call.customerSessionId}`, { request: call.request });
+    return this.idempotent(scope, () =>
+      this.withRetries(call.app, call.customerSessionId, cached, (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope)),
+    );
+  }
 
-    if (call.dry) {
-      const stored = cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId));
-      const base = emptySession(call.app.applicationId, call.customerSessionId, now.toISOString());
-      const session = applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload);
-      session.updateCount = stored?.updateCount ?? 0;
-      const profile = session.profileId ? await loadProfile(this.db, call.app.accountId, session.profileId) : undefined;
-      session.firstSession = stored?.firstSession ?? (await isFirstSession(this.db, call.app.applicationId, session.profileId));
-      const mainEvent = this.mainEventType(stored, session);
-      const result = await this.evaluate(call.app, session, profile, mainEvent, now, payload.evaluableCampaignIds);
-      session.effects = result.effects;
-      const event: EventRecord = {
-        id: 0,
-        created: now.toISOString(),
-        applicationId: call.app.applicationId,
-        profileId: session.profileId,
-        storeIntegrationId: session.storeIntegrationId,
-        type: mainEvent,
-        attributes: {},
-        sessionId: session.integrationId,
-        effects: result.effects,
+  /** POST .../returns: items of a closed session come back; the effects tied to them are rolled back pro rata. */
+  async returns(call: ReturnSessionCall, cached: SessionRecord | undefined): Promise<SessionUpdateOutcome> {
+    const request = call.request as { return?: { returnedCartItems?: Array<{ position: number; quantity?: number }> }; responseContent?: string[] };
+    const responseContent = new Set(request.responseContent ?? []);
+    const items = request.return?.returnedCartItems ?? [];
+    const now = this.clock.now();
+    const scope = this.scopeOf(call.app, call.idempotencyKey, `returnSession:${call.customerSessionId}`, { request: call.request, dry: call.dry, runRuleEngine: call.runRuleEngine });
+    const run = async (stored: SessionRecord | undefined): Promise<SessionUpdateOutcome> => {
+      if (!stored) throw notFound('Customer session', '/path/customerSessionId');
+      if (stored.state !== 'closed' && stored.state !== 'partially_returned') {
+        throw badRequest(`Only a closed session can have returns; this one is ${stored.state}`, '/return', 'InvalidSessionStateTransition');
+      }
+      const snapshot = await this.snapshots.get(call.app.applicationId);
+      const digits = currencyDigits(snapshot.application.currency);
+      const round = (n: number) => fromMinor(toMinor(n, digits), digits);
+      const returned = returnedLines(stored.cartItems, items);
+      const amount = returned.reduce((s, r) => addExact(s, r.amount), 0);
+      const share = stored.cartItemTotal > 0 ? Math.min(1, amount / stored.cartItemTotal) : 1;
+      const committed = stored.committedEffects as Effect[];
+      const rollback = returnRollback(committed, returned, share, round);
+      const session: SessionRecord = withTotals({
+        ...stored,
+        state: 'partially_returned',
+        cartItems: stored.cartItems
+          .map((i) => ({ ...i, quantity: i.quantity - (returned.find((r) => r.position === i.position)?.quantity ?? 0) }))
+          .filter((i) => i.quantity > 0),
+        committedEffects: remainingAfter(committed, rollback),
+        effects: rollback,
+      });
+      const returnRecord = { returnedCartItems: returned.map((r) => ({ position: r.position, quantity: r.quantity })), amount };
+      const state = (c: SessionRecord, event: EventRecord | undefined, previous: unknown[]) =>
+        this.stateOf(snapshot, c, undefined, event, { ...EMPTY_RESULT, effects: rollback }, responseContent, { returned: returnRecord }, previous);
+      if (call.dry) {
+        const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
+        return { state: { ...state(session, undefined, []), ...(responseContent.has('customerProfile') && profile ? { customerProfile: profileView(profile) } : {}) } };
+      }
+      const write = async (t: Queryable) => {
+        session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], share, round);
+        const c = await commitSession(t, {
+          accountId: call.app.accountId,
+          session,
+          expectedUpdateCount: stored.updateCount,
+          closing: false,
+          profileDelta: { closedSessions: 0, totalSales: -amount },
+          now: now.toISOString(),
+          events: [{ type: `${this.prefix}session_updated`, attributes: {}, effects: rollback }],
+        });
+        await t.query(
+          `INSERT INTO session_returns (application_id, session_id, created, returned_cart_items, amount, effects) VALUES ($1, $2, $3, $4::jsonb, $5::numeric, $6::jsonb)`,
+          [call.app.applicationId, stored.integrationId, now.toISOString(), JSON.stringify(returnRecord.returnedCartItems), String(amount), JSON.stringify(rollback)],
+        );
+        const previous = await t.query(
+          `SELECT id, created, returned_cart_items, amount, effects FROM session_returns WHERE application_id = $1 AND session_id = $2 ORDER BY id`,
+          [call.app.applicationId, stored.integrationId],
+        );
+        const out = {
+          ...state(c.session, c.events[0], previous.slice(0, -1).map(returnView)),
+          ...(responseContent.has('customerProfile') ? { customerProfile: c.profile ? profileView(c.profile) : null } : {}),
+        };
+        if (scope) await remember(t, scope, out, this.clock);
+        return { state: out, committed: c.session };
       };
-      return { state: await this.stateOf(call.app, session, profile && profileView(profile), event, result, responseContent) };
-    }
+      return this.db.transaction(write);
+    };
+    if (call.dry) return run(cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId)));
+    return this.idempotent(scope, () => this.withRetries(call.app, call.customerSessionId, cached, run));
+  }
 
-    let current = cached;
-    for (let attempt = 0; ; attempt++) {
-      if (current === undefined || attempt > 0) {
-        current = await loadSession(this.db, call.app.applicationId, call.customerSessionId);
-      }
-      try {
-        return await this.updateOnce(call, current, payload, responseContent, now);
-      } catch (e) {
-        if (!(e instanceof StaleSessionError) || attempt >= MAX_STALE_RETRIES) throw e;
-        this.logger.debug('stale session, retrying', { session: call.customerSessionId, attempt });
-      }
-    }
+  /** PUT .../reopen: a closed session is open again and what its close committed is rolled back. */
+  async reopen(call: ReopenSessionCall, cached: SessionRecord | undefined): Promise<SessionUpdateOutcome> {
+    const now = this.clock.now();
+    const scope = this.scopeOf(call.app, call.idempotencyKey, `reopenSession:${call.customerSessionId}`, {});
+    return this.idempotent(scope, () =>
+      this.withRetries(
+        call.app,
+        call.customerSessionId,
+        cached,
+        async (stored) => {
+          if (!stored) throw notFound('Customer session', '/path/customerSessionId');
+          if (stored.state !== 'closed') throw badRequest(`Only a closed session can be reopened; this one is ${stored.state}`, '/path/customerSessionId', 'InvalidSessionStateTransition');
+          const snapshot = await this.snapshots.get(call.app.applicationId);
+          return this.undoClose(call.app, snapshot, stored, 'open', `${this.prefix}session_updated`, new Set(['customerSession']), now, scope);
+        },
+      ),
+    );
+  }
+
+  async get(call: GetSessionCall, cached: SessionRecord | undefined): Promise<{ value: JsonObject; record: SessionRecord }> {
+    const session = cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId));
+    if (!session) throw notFound('Customer session', '/path/customerSessionId');
+    return { value: { customerSession: sessionView(session), effects: session.effects }, record: session };
+  }
+
+  private async dryRun(
+    app: AppRef,
+    sessionId: string,
+    cached: SessionRecord | undefined,
+    payload: SessionPayload,
+    responseContent: Set<string>,
+    now: Date,
+  ): Promise<JsonObject> {
+    // Only the payload sent counts (spec: Dry requests); identity fields come from the stored session.
+    const stored = cached ?? (await loadSession(this.db, app.applicationId, sessionId));
+    const base = emptySession(app.applicationId, sessionId, now.toISOString());
+    const session = applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload);
+    session.updateCount = stored?.updateCount ?? 0;
+    const profile = session.profileId ? await loadProfile(this.db, app.accountId, session.profileId) : undefined;
+    session.firstSession = stored?.firstSession ?? (await isFirstSession(this.db, app.applicationId, session.profileId));
+    const mainEvent = this.mainEventType(stored, session);
+    const result = await this.evaluation.run({
+      applicationId: app.applicationId,
+      session,
+      profile,
+      event: { type: mainEvent, attributes: {} },
+      now,
+      evaluableCampaignIds: payload.evaluableCampaignIds,
+    });
+    session.effects = result.effects;
+    const event: EventRecord = {
+      id: 0,
+      created: now.toISOString(),
+      applicationId: app.applicationId,
+      profileId: session.profileId,
+      storeIntegrationId: session.storeIntegrationId,
+      type: mainEvent,
+      attributes: {},
+      sessionId: session.integrationId,
+      effects: result.effects,
+    };
+    const closing = (stored?.state ?? 'open') === 'open' && session.state === 'closed';
+    // What a close would create, shown but not stored.
+    const created = closing ? previewCreated(result.effects) : {};
+    return this.stateOf(result.snapshot, session, profile && profileView(profile), event, result, responseContent, created, undefined, result);
   }
 
   private async updateOnce(
-    call: UpdateSessionCall,
+    app: AppRef,
+    sessionId: string,
     stored: SessionRecord | undefined,
     payload: SessionPayload,
     responseContent: Set<string>,
     now: Date,
+    scope: IdempotencyScope | undefined,
   ): Promise<SessionUpdateOutcome> {
     const nowIso = now.toISOString();
-    const base = stored ?? emptySession(call.app.applicationId, call.customerSessionId, nowIso);
+    const base = stored ?? emptySession(app.applicationId, sessionId, nowIso);
     const from = base.state;
     const to = payload.state ?? from;
     checkTransition(from, to);
+    if (from !== 'open' && to === 'cancelled') {
+      const snapshot = await this.snapshots.get(app.applicationId);
+      return this.undoClose(app, snapshot, stored!, 'cancelled', `${this.prefix}session_cancelled`, responseContent, now, scope);
+    }
     const session = applyPayload(base, payload);
-    if (!stored) session.firstSession = await isFirstSession(this.db, call.app.applicationId, session.profileId);
+    if (!stored) session.firstSession = await isFirstSession(this.db, app.applicationId, session.profileId);
     const closing = from === 'open' && to === 'closed';
-
-    const profile = session.profileId ? await loadProfile(this.db, call.app.accountId, session.profileId) : undefined;
+    const profile = session.profileId ? await loadProfile(this.db, app.accountId, session.profileId) : undefined;
     const mainEvent = this.mainEventType(stored, session);
-    const evaluates = to === 'open' || closing;
-    const result: EvaluationResult = evaluates
-      ? await this.evaluate(call.app, session, profile, mainEvent, now, undefined)
-      : { effects: [], ruleFailureReasons: [], triggeredCampaignIds: [] };
+    const outcome: EvaluationOutcome | undefined =
+      to === 'open' || closing
+        ? await this.evaluation.run({ applicationId: app.applicationId, session, profile, event: { type: mainEvent, attributes: {} }, now })
+        : undefined;
+    const snapshot = outcome?.snapshot ?? (await this.snapshots.get(app.applicationId));
+    const result: EvaluationResult = outcome ?? EMPTY_RESULT;
     session.effects = result.effects;
 
     const eventTypes = [
@@ -143,28 +254,119 @@ export class SessionService {
       ...(closing ? [`${this.prefix}session_closed`] : []),
       ...(from !== 'cancelled' && to === 'cancelled' ? [`${this.prefix}session_cancelled`] : []),
     ];
-    const committed = await this.db.transaction((tx) =>
-      commitSession(tx, {
-        accountId: call.app.accountId,
+    const write = async (t: Queryable) => {
+      let extras: Extras = {};
+      if (closing && outcome) {
+        const made = await commitEffects(t, {
+          app: snapshot.application,
+          campaigns: snapshot.campaigns,
+          sessionId: session.integrationId,
+          profileId: session.profileId,
+          effects: result.effects,
+          loaded: outcome.loaded,
+          now,
+        });
+        session.committedEffects = result.effects;
+        session.committedCounters = made.counters;
+        extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
+      }
+      const committed = await commitSession(t, {
+        accountId: app.accountId,
         session,
         expectedUpdateCount: stored?.updateCount ?? 0,
         closing,
+        profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
-      }),
-    );
-    const event = committed.events.find((e) => e.type === mainEvent) ?? committed.events[committed.events.length - 1]!;
-    const profileOut = committed.profile ? profileView(committed.profile) : undefined;
-    return {
-      state: await this.stateOf(call.app, committed.session, profileOut, event, result, responseContent),
-      committed: committed.session,
+      });
+      const state = this.finalState(snapshot, committed, mainEvent, result, responseContent, extras, outcome);
+      if (scope) await remember(t, scope, state, this.clock);
+      return { state, committed: committed.session };
     };
+    return this.db.transaction(write);
   }
 
-  async get(call: GetSessionCall, cached: SessionRecord | undefined): Promise<{ value: JsonObject; record: SessionRecord }> {
-    const session = cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId));
-    if (!session) throw notFound('Customer session', '/customerSessionId');
-    return { value: { customerSession: sessionView(session), effects: session.effects }, record: session };
+  /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */
+  private async undoClose(
+    app: AppRef,
+    snapshot: AppSnapshot,
+    stored: SessionRecord,
+    to: 'open' | 'cancelled',
+    eventType: string,
+    responseContent: Set<string>,
+    now: Date,
+    scope: IdempotencyScope | undefined,
+  ): Promise<SessionUpdateOutcome> {
+    const rollback = rollbackEffects(stored.committedEffects as Effect[]);
+    const session: SessionRecord = { ...stored, state: to, effects: rollback, committedEffects: [], committedCounters: [] };
+    const write = async (t: Queryable) => {
+      await rollbackCounters(t, stored.committedCounters as CounterEntry[]);
+      const committed = await commitSession(t, {
+        accountId: app.accountId,
+        session,
+        expectedUpdateCount: stored.updateCount,
+        closing: false,
+        profileDelta: { closedSessions: -1, totalSales: -stored.total },
+        now: now.toISOString(),
+        events: [
+          { type: `${this.prefix}session_updated`, attributes: {}, effects: eventType === `${this.prefix}session_updated` ? rollback : [] },
+          ...(eventType !== `${this.prefix}session_updated` ? [{ type: eventType, attributes: {}, effects: rollback }] : []),
+        ],
+      });
+      const state = this.finalState(snapshot, committed, eventType, { ...EMPTY_RESULT, effects: rollback }, responseContent, {}, undefined);
+      if (scope) await remember(t, scope, state, this.clock);
+      return { state, committed: committed.session };
+    };
+    return this.db.transaction(write);
+  }
+
+  private finalState(
+    snapshot: AppSnapshot,
+    committed: SessionCommitResult,
+    mainEvent: string,
+    result: EvaluationResult,
+    responseContent: Set<string>,
+    extras: Extras,
+    outcome: EvaluationOutcome | undefined,
+  ): JsonObject {
+    const event = committed.events.find((e) => e.type === mainEvent) ?? committed.events[committed.events.length - 1]!;
+    const profileOut = committed.profile ? profileView(committed.profile) : undefined;
+    return this.stateOf(snapshot, committed.session, profileOut, event, result, responseContent, extras, undefined, outcome);
+  }
+
+  /**
+   * Runs one attempt in a transaction, again on a stale session (re-read) or a counter that ran out
+   * under it (evaluated again with fresh facts, which then reject), up to MAX_RETRIES times.
+   */
+  private async withRetries(
+    app: AppRef,
+    sessionId: string,
+    cached: SessionRecord | undefined,
+    attempt: (stored: SessionRecord | undefined) => Promise<SessionUpdateOutcome>,
+  ): Promise<SessionUpdateOutcome> {
+    let current = cached;
+    for (let n = 0; ; n++) {
+      if (current === undefined || n > 0) current = await loadSession(this.db, app.applicationId, sessionId);
+      try {
+        return await attempt(current);
+      } catch (e) {
+        if (!(e instanceof StaleSessionError || e instanceof CommitRaceError) || n >= MAX_RETRIES) throw e;
+        this.logger.debug('session commit raced, retrying', { session: sessionId, attempt: n, reason: e.message });
+        if (e instanceof CommitRaceError) await new Promise((r) => setTimeout(r, Math.random() * 5 * (n + 1)));
+      }
+    }
+  }
+
+  private scopeOf(app: AppRef, key: string | undefined, operation: string, request: unknown): IdempotencyScope | undefined {
+    return key === undefined ? undefined : { applicationId: app.applicationId, key, operation, request };
+  }
+
+  private async idempotent(scope: IdempotencyScope | undefined, run: () => Promise<SessionUpdateOutcome>): Promise<SessionUpdateOutcome> {
+    if (scope) {
+      const previous = await replayed(this.db, scope, this.clock);
+      if (previous) return { state: previous };
+    }
+    return run();
   }
 
   /** The built-in event an update is evaluated for: the most specific one it emits. */
@@ -186,61 +388,28 @@ export class SessionService {
     return t;
   }
 
-  private async evaluate(
-    app: AppRef,
-    session: SessionRecord,
-    profile: Awaited<ReturnType<typeof loadProfile>>,
-    eventType: string,
-    now: Date,
-    evaluableCampaignIds: number[] | undefined,
-  ): Promise<EvaluationResult> {
-    const snapshot = await this.snapshots.get(app.applicationId);
-    const campaigns = candidateCampaigns(snapshot.campaigns, now, evaluableCampaignIds);
-    if (campaigns.length === 0) return { effects: [], ruleFailureReasons: [], triggeredCampaignIds: [] };
-    const a = snapshot.application;
-    return this.evaluator.evaluate({
-      version: 1,
-      application: {
-        id: a.id,
-        currency: a.currency,
-        timezone: a.timezone,
-        attributes: a.attributes,
-        campaignPriority: a.campaignPriority,
-        exclusiveCampaignsStrategy: a.exclusiveCampaignsStrategy,
-      },
-      campaigns: campaigns.map((c) => ({
-        id: c.id,
-        name: c.name,
-        tags: c.tags,
-        attributes: c.attributes,
-        rulesetId: c.rulesetId,
-        ruleset: c.ruleset,
-      })),
-      session: sessionRoot(session),
-      profile: profileRoot(profile, session.profileId),
-      event: { Type: eventType, Attributes: {} },
-      now: now.toISOString(),
-      // Codes and ids the engine makes are drawn from this; coupons, referrals, limits and the
-      // other facts arrive with the issues that store them.
-      facts: { seed: uuid() },
-    });
-  }
-
-  private async stateOf(
-    app: AppRef,
+  /** IntegrationStateV2 (addendum, Shapes): effects, createdCoupons, createdReferrals always; the rest on request. */
+  stateOf(
+    snapshot: AppSnapshot,
     session: SessionRecord,
     profile: JsonObject | undefined,
-    event: EventRecord,
+    event: EventRecord | undefined,
     result: EvaluationResult,
     responseContent: Set<string>,
-  ): Promise<JsonObject> {
-    const state: JsonObject = { effects: result.effects, createdCoupons: [], createdReferrals: [] };
+    extras: Extras,
+    previousReturns?: unknown[],
+    outcome?: EvaluationOutcome,
+  ): JsonObject {
+    const state: JsonObject = { effects: result.effects, createdCoupons: extras.createdCoupons ?? [], createdReferrals: extras.createdReferrals ?? [] };
     if (responseContent.has('customerSession')) state.customerSession = sessionView(session);
     if (responseContent.has('customerProfile')) state.customerProfile = profile ?? null;
-    if (responseContent.has('event')) state.event = eventView(event);
+    if (responseContent.has('event') && event) state.event = eventView(event);
     if (responseContent.has('ruleFailureReasons')) state.ruleFailureReasons = result.ruleFailureReasons;
+    if (responseContent.has('coupons')) state.coupons = outcome?.loaded.facts.coupons?.map((c) => ({ id: c.id, value: c.value, campaignId: c.campaignId, usageCounter: c.usageCounter, usageLimit: c.usageLimit, attributes: c.attributes })) ?? [];
+    if (responseContent.has('referral')) state.referral = outcome?.loaded.facts.referral ? { ...outcome.loaded.facts.referral } : null;
+    if (extras.returned) state.return = extras.returned;
+    if (previousReturns && responseContent.has('previousReturns')) state.previousReturns = previousReturns;
     if (responseContent.has('triggeredCampaigns')) {
-      const snapshot = await this.snapshots.get(app.applicationId);
       const ids = new Set(result.triggeredCampaignIds);
       state.triggeredCampaigns = snapshot.campaigns
         .filter((c) => ids.has(c.id))
@@ -259,3 +428,83 @@ export class SessionService {
     return state;
   }
 }
+
+interface ReturnedLine {
+  position: number;
+  quantity: number;
+  /** Quantity of the line before this return. */
+  of: number;
+  amount: number;
+}
+
+/** The lines a return names, checked against the session's cart (a 400 points at the bad entry). */
+function returnedLines(cart: readonly CartItem[], items: ReadonlyArray<{ position: number; quantity?: number }>): ReturnedLine[] {
+  if (items.length === 0) throw badRequest('A return needs at least one returned cart item', '/return/returnedCartItems');
+  const out: ReturnedLine[] = [];
+  items.forEach((r, i) => {
+    const line = cart.find((c) => c.position === r.position);
+    if (!line) throw badRequest(`No cart item at position ${r.position}`, `/return/returnedCartItems/${i}/position`);
+    if (out.some((o) => o.position === r.position)) throw badRequest(`Position ${r.position} is returned twice`, `/return/returnedCartItems/${i}/position`);
+    const quantity = r.quantity ?? line.quantity;
+    if (quantity < 1 || quantity > line.quantity) {
+      throw badRequest(`Quantity must be 1 to ${line.quantity} for position ${r.position}`, `/return/returnedCartItems/${i}/quantity`);
+    }
+    const costs = Object.values(line.additionalCosts ?? {}).reduce((s, c) => addExact(s, c.price), 0);
+    out.push({ position: r.position, quantity, of: line.quantity, amount: addExact(line.price, costs) * quantity });
+  });
+  return out.map((o) => ({ ...o, amount: addExact(o.amount) }));
+}
+
+/**
+ * Rollback effects of a return: a per-item discount of a returned line goes back by the returned
+ * share of that line; session-wide amounts go back by the returned share of the cart. Coupon and
+ * referral redemptions stay (the purchase still happened).
+ */
+function returnRollback(committed: readonly Effect[], returned: readonly ReturnedLine[], share: number, round: (n: number) => number): Effect[] {
+  const out: Effect[] = [];
+  for (const e of committed) {
+    if (e.effectType === 'acceptCoupon' || e.effectType === 'acceptReferral') continue;
+    const position = e.props.position;
+    if (typeof position === 'number') {
+      const line = returned.find((r) => r.position === position);
+      if (!line) continue;
+      out.push(...rollbackEffects([e], line.quantity / line.of, round));
+    } else {
+      out.push(...rollbackEffects([e], share, round));
+    }
+  }
+  return out.filter((e) => typeof e.props.value !== 'number' || e.props.value !== 0);
+}
+
+/** What stays committed after rollback effects: each amount less what went back. */
+function remainingAfter(committed: readonly Effect[], rollback: readonly Effect[]): Effect[] {
+  const used = new Set<Effect>();
+  return committed.map((e) => {
+    const r = rollback.find(
+      (x) => !used.has(x) && x.campaignId === e.campaignId && x.ruleIndex === e.ruleIndex && x.props.name === e.props.name && x.props.position === e.props.position && typeof e.props.value === 'number',
+    );
+    if (!r || typeof r.props.value !== 'number') return e;
+    used.add(r);
+    return { ...e, props: { ...e.props, value: addExact(e.props.value as number, -(r.props.value as number)) } };
+  });
+}
+
+function returnView(r: Record<string, unknown>): Record<string, unknown> {
+  return {
+    id: Number(r.id),
+    created: r.created instanceof Date ? r.created.toISOString() : r.created,
+    returnedCartItems: r.returned_cart_items,
+    amount: Number(r.amount),
+    effects: r.effects,
+  };
+}
+
+/** A dry close shows what it would create. */
+function previewCreated(effects: readonly Effect[]): Extras {
+  return {
+    createdCoupons: effects.filter((e) => e.effectType === 'couponCreated').map((e) => ({ campaignId: e.campaignId, ...e.props })),
+    createdReferrals: effects.filter((e) => e.effectType === 'referralCreated').map((e) => ({ campaignId: e.campaignId, code: e.props.value, ...e.props })),
+  };
+}
+
+export { couponView, referralView };

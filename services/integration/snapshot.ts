@@ -15,8 +15,19 @@ export interface ApplicationSettings {
   exclusiveCampaignsStrategy: 'listOrder' | 'lowestDiscount' | 'highestDiscount';
 }
 
+/** A campaign or coupon limit (rules.md 6.4). */
+export interface LimitSpec {
+  action: string;
+  limit: number;
+  /** `daily`, `weekly`, `monthly`, `yearly`; anything else counts over the whole life. */
+  period?: string;
+  /** `Campaign` (default), `Coupon`, `Profile`, `Identifier`. */
+  entities?: string[];
+}
+
 export interface CampaignSnapshot extends CampaignInput {
   applicationId: number;
+  limits: LimitSpec[];
   state: 'enabled' | 'disabled' | 'archived';
   startTime: Date | null;
   endTime: Date | null;
@@ -83,6 +94,7 @@ export class SnapshotCache {
       `SELECT a.id AS app_id, a.account_id, a.name AS app_name, a.currency, a.timezone, a.case_sensitivity,
               a.attributes AS app_attributes, a.campaign_priority, a.exclusive_campaigns_strategy,
               c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
+              c.limits, c.coupon_settings, c.referral_settings,
               r.id AS ruleset_id, r.rules, r.bindings
          FROM applications a
          LEFT JOIN campaigns c ON c.application_id = a.id AND c.state <> 'archived' AND c.active_ruleset_id IS NOT NULL
@@ -118,6 +130,9 @@ export class SnapshotCache {
         startTime: (r.start_time as Date | null) ?? null,
         endTime: (r.end_time as Date | null) ?? null,
         features: r.features as string[],
+        limits: ((r.limits as LimitSpec[] | null) ?? []).filter((l) => l && typeof l.action === 'string' && typeof l.limit === 'number'),
+        ...(r.coupon_settings ? { couponSettings: r.coupon_settings as CampaignInput['couponSettings'] } : {}),
+        ...(r.referral_settings ? { referralSettings: r.referral_settings as CampaignInput['referralSettings'] } : {}),
         rulesetId: r.ruleset_id as number,
         ruleset: { rules: r.rules, bindings: r.bindings } as RulesetSpec,
       });

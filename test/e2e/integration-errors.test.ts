@@ -101,7 +101,7 @@ describe('Integration API refusals', () => {
     );
     const peek = await other.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'private' } } });
     expect(peek.response.status).toBe(404);
-    expect(peek.error?.errors[0]?.source?.pointer).toBe('/customerSessionId');
+    expect(peek.error?.errors[0]?.source?.pointer).toBe('/path/customerSessionId');
 
     // The same ID under the other key is the other Application's own, separate session.
     const theirs = unwrap(

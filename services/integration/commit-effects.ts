@@ -1,0 +1,337 @@
+// What makes effects final (rules.md section 7), inside the caller's transaction: redemptions and
+// budgets counted with conditional updates, created coupons and referrals stored, campaign
+// statistics kept. Every change is recorded as a counter entry so that cancel, returns and reopen
+// give back exactly what was taken.
+import type { Effect } from '../engine/index.js';
+import { randomBytes } from 'node:crypto';
+import { addExact } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
+import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
+import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
+
+/**
+ * A counter ran out between evaluation and commit (another session took the last use of a coupon
+ * or the last of a budget): the caller evaluates again with fresh facts, which then reject.
+ */
+export class CommitRaceError extends Error {
+  constructor(what: string) {
+    super(`limit reached concurrently: ${what}`);
+  }
+}
+
+/** One change a commit made to a shared counter, as stored with the session for its rollback. */
+export type CounterEntry =
+  | { t: 'coupon'; id: number; campaignId: number; discount: number }
+  | { t: 'referral'; id: number; campaignId: number; friend: string }
+  | { t: 'limit'; campaignId: number; couponId: number; action: string; period: string; entity: string; amount: number }
+  | { t: 'stats'; campaignId: number; coupons: number; referrals: number; discount: number; discountEffects: number; createdCoupons: number };
+
+export const DISCOUNT_EFFECTS: ReadonlySet<string> = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
+/** Amounts that returns give back pro rata; counts (redemptions) stay. */
+const AMOUNT_LIMIT_ACTIONS: ReadonlySet<string> = new Set(['setDiscount', 'addLoyaltyPoints']);
+
+export interface EffectsCommit {
+  app: ApplicationSettings;
+  campaigns: readonly CampaignSnapshot[];
+  sessionId: string;
+  profileId: string;
+  effects: readonly Effect[];
+  loaded: LoadedFacts;
+  now: Date;
+}
+
+export interface EffectsCommitResult {
+  counters: CounterEntry[];
+  createdCoupons: Array<Record<string, unknown>>;
+  createdReferrals: Array<Record<string, unknown>>;
+}
+
+const sum = (values: number[]) => (values.length === 0 ? 0 : addExact(...values));
+
+/** How much of a limit's action the effects use (what rules.md 6.4 counts). */
+function amountFor(key: LimitKey, effects: readonly Effect[], acceptedCoupon: Map<number, string>): number {
+  if (key.couponValue !== undefined && acceptedCoupon.get(key.campaignId) !== key.couponValue) return 0;
+  const mine = effects.filter((e) => e.campaignId === key.campaignId);
+  switch (key.action) {
+    case 'redeemCoupon':
+      return mine.filter((e) => e.effectType === 'acceptCoupon').length;
+    case 'redeemReferral':
+      return mine.filter((e) => e.effectType === 'acceptReferral').length;
+    case 'setDiscount':
+      return sum(mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).map((e) => e.props.value as number));
+    case 'setDiscountEffect':
+      return mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).length;
+    case 'createCoupon':
+      return mine.filter((e) => e.effectType === 'couponCreated').length;
+    case 'createReferral':
+      return mine.filter((e) => e.effectType === 'referralCreated').length;
+    case 'addLoyaltyPoints':
+      return sum(mine.filter((e) => e.effectType === 'addLoyaltyPoints').map((e) => e.props.value as number));
+    default:
+      return 0;
+  }
+}
+
+const DEFAULT_CHARS = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'];
+
+/** A random code of the pattern (each `#` a character of validCharacters), from crypto randomness. */
+export function randomCode(pattern = '####-####', validCharacters: readonly string[] = DEFAULT_CHARS): string {
+  const chars = validCharacters.length > 0 ? validCharacters : DEFAULT_CHARS;
+  const bytes = randomBytes(pattern.length * 2);
+  let i = 0;
+  let out = '';
+  for (const c of pattern) {
+    if (c !== '#') out += c;
+    else out += chars[bytes.readUInt16BE(2 * i++) % chars.length];
+  }
+  return out;
+}
+
+/**
+ * Commits the effects of one session close (or profile update or event) in the caller's
+ * transaction. Rows are touched in a fixed order (coupons, referrals, limits, campaigns, each
+ * by id) so that concurrent commits cannot deadlock.
+ */
+export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<EffectsCommitResult> {
+  const counters: CounterEntry[] = [];
+  const acceptedCoupon = new Map<number, string>();
+  for (const e of c.effects) if (e.effectType === 'acceptCoupon') acceptedCoupon.set(e.campaignId, e.props.value as string);
+  const discountOf = (campaignId: number) =>
+    sum(c.effects.filter((e) => e.campaignId === campaignId && DISCOUNT_EFFECTS.has(e.effectType)).map((e) => e.props.value as number));
+
+  // Coupon redemptions: usage and discount counters, only while they stay within their limits.
+  const redemptions = [...acceptedCoupon].map(([campaignId, value]) => ({ campaignId, value, id: c.loaded.couponIds.get(value) }));
+  redemptions.sort((a, b) => (a.id ?? 0) - (b.id ?? 0));
+  for (const r of redemptions) {
+    if (r.id === undefined) continue;
+    const discount = discountOf(r.campaignId);
+    const rows = await tx.query(
+      `UPDATE coupons SET usage_counter = usage_counter + 1, discount_counter = discount_counter + $2::numeric
+        WHERE id = $1 AND (usage_limit = 0 OR usage_counter < usage_limit)
+          AND (discount_limit = 0 OR discount_counter + $2::numeric <= discount_limit)
+        RETURNING id`,
+      [r.id, String(discount)],
+    );
+    if (rows.length === 0) throw new CommitRaceError(`coupon ${r.value}`);
+    counters.push({ t: 'coupon', id: r.id, campaignId: r.campaignId, discount });
+  }
+
+  // Referral redemptions: usage counter and the one-referral-per-friend key.
+  const referral = c.effects.find((e) => e.effectType === 'acceptReferral');
+  const fact = c.loaded.facts.referral;
+  if (referral && fact) {
+    const rows = await tx.query(
+      `UPDATE referrals SET usage_counter = usage_counter + 1 WHERE id = $1 AND (usage_limit = 0 OR usage_counter < usage_limit) RETURNING id`,
+      [fact.id],
+    );
+    if (rows.length === 0) throw new CommitRaceError(`referral ${fact.code}`);
+    if (c.profileId !== '') {
+      const inserted = await tx.query(
+        `INSERT INTO referral_redemptions (campaign_id, friend_profile_integration_id, referral_id, application_id, session_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING referral_id`,
+        [fact.campaignId, c.profileId, fact.id, c.app.id, c.sessionId],
+      );
+      if (inserted.length === 0) throw new CommitRaceError(`referral of ${c.profileId}`);
+    }
+    counters.push({ t: 'referral', id: fact.id, campaignId: fact.campaignId, friend: c.profileId });
+  }
+
+  // Campaign and coupon limits in their period, each only while it stays within its limit.
+  const keys = [...c.loaded.limitKeys].sort((a, b) =>
+    counterId(a.campaignId, a.couponId, a.action, a.period, a.entity) < counterId(b.campaignId, b.couponId, b.action, b.period, b.entity) ? -1 : 1,
+  );
+  for (const k of keys) {
+    const amount = amountFor(k, c.effects, acceptedCoupon);
+    if (amount === 0) continue;
+    const rows = await tx.query(
+      `INSERT INTO limit_counters (campaign_id, coupon_id, action, period, entity, counter)
+       SELECT $1, $2, $3, $4, $5, $6::numeric WHERE $6::numeric <= $7::numeric
+       ON CONFLICT (campaign_id, coupon_id, action, period, entity)
+       DO UPDATE SET counter = limit_counters.counter + EXCLUDED.counter
+        WHERE limit_counters.counter + EXCLUDED.counter <= $7::numeric
+       RETURNING counter`,
+      [k.campaignId, k.couponId, k.action, k.period, k.entity, String(amount), String(k.limit)],
+    );
+    if (rows.length === 0) throw new CommitRaceError(`limit ${k.action} of campaign ${k.campaignId}`);
+    counters.push({ t: 'limit', campaignId: k.campaignId, couponId: k.couponId, action: k.action, period: k.period, entity: k.entity, amount });
+  }
+
+  // Created coupons and referrals become real.
+  const createdCoupons: Array<Record<string, unknown>> = [];
+  const createdReferrals: Array<Record<string, unknown>> = [];
+  const settingsOf = (id: number) => c.campaigns.find((x) => x.id === id);
+  for (const e of c.effects) {
+    if (e.effectType === 'couponCreated') {
+      const p = e.props;
+      let value = normalizeCode(c.app, String(p.value));
+      for (let attempt = 0; ; attempt++) {
+        const [row] = await tx.query(
+          `INSERT INTO coupons (application_id, campaign_id, value, usage_limit, discount_limit, expiry_date, recipient_integration_id,
+             created_by, created_in_session, created)
+           VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, 'rule_engine', $8, $9)
+           ON CONFLICT (application_id, value) DO NOTHING RETURNING *`,
+          [c.app.id, e.campaignId, value, Number(p.usageLimit ?? 1), String(p.discountLimit ?? 0), p.expiryDate ?? null, String(p.profileId ?? ''), c.sessionId, c.now.toISOString()],
+        );
+        if (row) {
+          p.value = value;
+          createdCoupons.push(couponView(row));
+          break;
+        }
+        // The seeded code is taken: another of the same pattern.
+        if (attempt >= 10) throw new Error('could not find a free coupon code');
+        const settings = settingsOf(e.campaignId)?.couponSettings;
+        value = normalizeCode(c.app, randomCode(settings?.couponPattern, settings?.validCharacters));
+      }
+    } else if (e.effectType === 'referralCreated') {
+      const p = e.props;
+      let code = String(p.value);
+      for (let attempt = 0; ; attempt++) {
+        const [row] = await tx.query(
+          `INSERT INTO referrals (application_id, campaign_id, code, advocate_profile_integration_id, friend_profile_integration_id,
+             created_by, created_in_session, created)
+           VALUES ($1, $2, $3, $4, $5, 'rule_engine', $6, $7)
+           ON CONFLICT (application_id, code) DO NOTHING RETURNING *`,
+          [c.app.id, e.campaignId, code, String(p.advocateProfileIntegrationId ?? c.profileId), String(p.friendProfileIntegrationId ?? ''), c.sessionId, c.now.toISOString()],
+        );
+        if (row) {
+          p.value = code;
+          createdReferrals.push(referralView(row));
+          break;
+        }
+        if (attempt >= 10) throw new Error('could not find a free referral code');
+        const settings = settingsOf(e.campaignId)?.referralSettings;
+        code = randomCode(settings?.couponPattern, settings?.validCharacters);
+      }
+    }
+  }
+
+  // Campaign statistics.
+  const campaignIds = [...new Set(c.effects.map((e) => e.campaignId))].filter((id) => id > 0).sort((a, b) => a - b);
+  for (const id of campaignIds) {
+    const mine = c.effects.filter((e) => e.campaignId === id);
+    const stats: CounterEntry = {
+      t: 'stats',
+      campaignId: id,
+      coupons: mine.filter((e) => e.effectType === 'acceptCoupon').length,
+      referrals: mine.filter((e) => e.effectType === 'acceptReferral').length,
+      discount: discountOf(id),
+      discountEffects: mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).length,
+      createdCoupons: mine.filter((e) => e.effectType === 'couponCreated').length,
+    };
+    if (stats.coupons + stats.referrals + stats.discountEffects + stats.createdCoupons === 0) continue;
+    await applyStats(tx, stats, c.now);
+    counters.push(stats);
+  }
+  return { counters, createdCoupons, createdReferrals };
+}
+
+type Stats = Omit<Extract<CounterEntry, { t: 'stats' }>, 't'>;
+
+async function applyStats(tx: Queryable, d: Stats, now: Date | undefined): Promise<void> {
+  await tx.query(
+    `UPDATE campaigns SET coupon_redemption_count = coupon_redemption_count + $2, referral_redemption_count = referral_redemption_count + $3,
+       discount_count = discount_count + $4::numeric, discount_effect_count = discount_effect_count + $5,
+       coupon_creation_count = coupon_creation_count + $6, last_activity = COALESCE($7, last_activity)
+     WHERE id = $1`,
+    [d.campaignId, d.coupons, d.referrals, String(d.discount), d.discountEffects, d.createdCoupons, now?.toISOString() ?? null],
+  );
+}
+
+/**
+ * Gives back what a commit took: everything (cancel, reopen: share 1), or the amounts pro rata
+ * (returns: share < 1, redemptions stay counted). Returns the entries that remain committed.
+ */
+export async function rollbackCounters(tx: Queryable, counters: readonly CounterEntry[], share = 1, round: (n: number) => number = (n) => n): Promise<CounterEntry[]> {
+  const remaining: CounterEntry[] = [];
+  const full = share >= 1;
+  for (const k of counters) {
+    switch (k.t) {
+      case 'coupon': {
+        const back = full ? k.discount : round(k.discount * share);
+        await tx.query(
+          `UPDATE coupons SET usage_counter = greatest(usage_counter - $2, 0), discount_counter = greatest(discount_counter - $3::numeric, 0) WHERE id = $1`,
+          [k.id, full ? 1 : 0, String(back)],
+        );
+        if (!full) remaining.push({ ...k, discount: addExact(k.discount, -back) });
+        break;
+      }
+      case 'referral':
+        if (full) {
+          await tx.query(`UPDATE referrals SET usage_counter = greatest(usage_counter - 1, 0) WHERE id = $1`, [k.id]);
+          await tx.query(`DELETE FROM referral_redemptions WHERE campaign_id = $1 AND friend_profile_integration_id = $2 AND referral_id = $3`, [k.campaignId, k.friend, k.id]);
+        } else remaining.push(k);
+        break;
+      case 'limit': {
+        const back = full ? k.amount : AMOUNT_LIMIT_ACTIONS.has(k.action) ? round(k.amount * share) : 0;
+        if (back !== 0) {
+          await tx.query(
+            `UPDATE limit_counters SET counter = greatest(counter - $6::numeric, 0)
+              WHERE campaign_id = $1 AND coupon_id = $2 AND action = $3 AND period = $4 AND entity = $5`,
+            [k.campaignId, k.couponId, k.action, k.period, k.entity, String(back)],
+          );
+        }
+        if (!full) remaining.push({ ...k, amount: addExact(k.amount, -back) });
+        break;
+      }
+      case 'stats': {
+        // Created coupons stay: they exist now, whatever happens to the session that made them.
+        const back = full ? k.discount : round(k.discount * share);
+        const counts = full ? -1 : 0;
+        await applyStats(
+          tx,
+          { campaignId: k.campaignId, coupons: counts * k.coupons, referrals: counts * k.referrals, discount: -back, discountEffects: counts * k.discountEffects, createdCoupons: 0 },
+          undefined,
+        );
+        if (!full) remaining.push({ ...k, discount: addExact(k.discount, -back) });
+        break;
+      }
+    }
+  }
+  return remaining;
+}
+
+const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : String(v));
+
+export function couponView(r: Record<string, unknown>): Record<string, unknown> {
+  const discountLimit = Number(r.discount_limit);
+  return {
+    id: Number(r.id),
+    created: iso(r.created),
+    campaignId: r.campaign_id,
+    value: r.value,
+    usageLimit: r.usage_limit,
+    ...(discountLimit > 0 ? { discountLimit } : {}),
+    reservationLimit: r.reservation_limit,
+    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
+    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
+    limits: r.limits,
+    usageCounter: r.usage_counter,
+    discountCounter: Number(r.discount_counter),
+    discountRemainder: discountLimit > 0 ? addExact(discountLimit, -Number(r.discount_counter)) : undefined,
+    reservationCounter: r.reservation_counter,
+    attributes: r.attributes,
+    ...(r.referral_id ? { referralId: Number(r.referral_id) } : {}),
+    recipientIntegrationId: r.recipient_integration_id || undefined,
+    ...(r.import_id ? { importId: r.import_id } : {}),
+    reservation: r.reservation,
+    batchId: r.batch_id || undefined,
+    isReservationMandatory: r.is_reservation_mandatory,
+  };
+}
+
+export function referralView(r: Record<string, unknown>): Record<string, unknown> {
+  return {
+    id: Number(r.id),
+    created: iso(r.created),
+    campaignId: r.campaign_id,
+    advocateProfileIntegrationId: r.advocate_profile_integration_id,
+    ...(r.friend_profile_integration_id ? { friendProfileIntegrationId: r.friend_profile_integration_id } : {}),
+    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
+    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
+    code: r.code,
+    usageCounter: r.usage_counter,
+    usageLimit: r.usage_limit,
+    attributes: r.attributes,
+    ...(r.batch_id ? { batchId: r.batch_id } : {}),
+  };
+}

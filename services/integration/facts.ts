@@ -1,0 +1,216 @@
+// The facts an evaluation needs beyond the session and profile (DESIGN, walk step 4): the stored
+// coupons and referral that the session names, and what is left of each limit in play for this
+// session's period and entities. Loaded in as few round trips as the session needs.
+import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../engine/index.js';
+import type { Queryable } from '../store/index.js';
+import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
+
+/** One counter row of limit_counters that a limit in play reads and a commit increments. */
+export interface LimitKey {
+  campaignId: number;
+  /** 0 for a campaign limit. */
+  couponId: number;
+  couponValue?: string;
+  action: string;
+  period: string;
+  entity: string;
+  limit: number;
+  perProfile: boolean;
+}
+
+export interface LoadedFacts {
+  facts: EvaluationFacts;
+  /** Coupon ids by stored value. */
+  couponIds: Map<string, number>;
+  limitKeys: LimitKey[];
+}
+
+const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : String(v));
+
+/** The code as the Application's caseSensitivity stores it. */
+export function normalizeCode(app: Pick<ApplicationSettings, 'caseSensitivity'>, code: string): string {
+  if (app.caseSensitivity === 'insensitive-uppercase') return code.toUpperCase();
+  if (app.caseSensitivity === 'insensitive-lowercase') return code.toLowerCase();
+  return code;
+}
+
+export function couponFactOf(r: Record<string, unknown>, code?: string): CouponFact {
+  const discountLimit = Number(r.discount_limit);
+  return {
+    id: Number(r.id),
+    ...(code !== undefined ? { code } : {}),
+    value: r.value as string,
+    campaignId: r.campaign_id as number,
+    usageCounter: r.usage_counter as number,
+    usageLimit: r.usage_limit as number,
+    ...(discountLimit > 0 ? { discountLimit, discountCounter: Number(r.discount_counter) } : {}),
+    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
+    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
+    ...(r.recipient_integration_id ? { recipientIntegrationId: r.recipient_integration_id as string } : {}),
+    attributes: (r.attributes as Record<string, unknown>) ?? {},
+  };
+}
+
+/** The key of a period of `period` containing `now`, in the Application's timezone. */
+export function periodKey(period: string | undefined, now: Date, timezone: string): string {
+  if (!period || !['daily', 'weekly', 'monthly', 'yearly'].includes(period)) return '';
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-CA', { timeZone: timezone, year: 'numeric', month: '2-digit', day: '2-digit' })
+      .formatToParts(now)
+      .map((p) => [p.type, p.value]),
+  ) as Record<string, string>;
+  const { year, month, day } = parts as { year: string; month: string; day: string };
+  if (period === 'yearly') return year;
+  if (period === 'monthly') return `${year}-${month}`;
+  if (period === 'daily') return `${year}-${month}-${day}`;
+  // ISO week of the local calendar date.
+  const d = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+  const weekday = d.getUTCDay() || 7;
+  d.setUTCDate(d.getUTCDate() + 4 - weekday);
+  const yearStart = Date.UTC(d.getUTCFullYear(), 0, 1);
+  const week = Math.ceil(((d.getTime() - yearStart) / 86_400_000 + 1) / 7);
+  return `${d.getUTCFullYear()}-W${String(week).padStart(2, '0')}`;
+}
+
+interface SessionFacts {
+  profileId: string;
+  couponCodes: readonly string[];
+  referralCode: string;
+  identifiers: readonly string[];
+}
+
+/**
+ * Loads the coupon, referral and limit facts of a session for the candidate campaigns. Codes not
+ * found have no fact (the engine rejects them with CouponNotFound / ReferralNotFound).
+ */
+export async function loadFacts(
+  db: Queryable,
+  app: ApplicationSettings,
+  campaigns: readonly CampaignSnapshot[],
+  session: SessionFacts,
+  now: Date,
+  seed: string,
+): Promise<LoadedFacts> {
+  const facts: EvaluationFacts = { seed };
+  const couponIds = new Map<string, number>();
+  const couponRows: Array<Record<string, unknown>> = [];
+  const codes = [...new Set(session.couponCodes.filter((c) => typeof c === 'string' && c !== ''))];
+  if (codes.length > 0) {
+    const normalized = codes.map((c) => normalizeCode(app, c));
+    const rows = await db.query(
+      `SELECT * FROM coupons WHERE application_id = $1 AND value IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+      [app.id, JSON.stringify([...new Set(normalized)])],
+    );
+    const byValue = new Map(rows.map((r) => [r.value as string, r]));
+    facts.coupons = [];
+    codes.forEach((code, i) => {
+      const row = byValue.get(normalized[i]!);
+      if (!row) return;
+      couponIds.set(row.value as string, Number(row.id));
+      couponRows.push(row);
+      facts.coupons!.push(couponFactOf(row, code));
+    });
+  }
+  if (session.referralCode) {
+    const [row] = await db.query(
+      `SELECT r.*, EXISTS (SELECT 1 FROM referral_redemptions x
+                            WHERE x.campaign_id = r.campaign_id AND x.friend_profile_integration_id = $3 AND $3 <> '') AS already,
+              NOT EXISTS (SELECT 1 FROM customer_profiles p WHERE p.account_id = $4 AND p.integration_id = r.advocate_profile_integration_id) AS advocate_missing
+         FROM referrals r WHERE r.application_id = $1 AND r.code = $2`,
+      [app.id, session.referralCode, session.profileId, app.accountId],
+    );
+    if (row) facts.referral = referralFactOf(row);
+  }
+  const limitKeys = limitKeysOf(app, campaigns, couponRows, session, now);
+  if (limitKeys.length > 0) {
+    const counters = await db.query<{ campaign_id: number; coupon_id: number; action: string; period: string; entity: string; counter: string }>(
+      `SELECT l.campaign_id, l.coupon_id, l.action, l.period, l.entity, l.counter
+         FROM limit_counters l
+         JOIN jsonb_to_recordset($1::jsonb) AS k(campaign_id int, coupon_id bigint, action text, period text, entity text)
+           ON l.campaign_id = k.campaign_id AND l.coupon_id = k.coupon_id AND l.action = k.action AND l.period = k.period AND l.entity = k.entity`,
+      [JSON.stringify(limitKeys.map((k) => ({ campaign_id: k.campaignId, coupon_id: k.couponId, action: k.action, period: k.period, entity: k.entity })))],
+    );
+    const used = new Map(counters.map((c) => [counterId(c.campaign_id, Number(c.coupon_id), c.action, c.period, c.entity), Number(c.counter)]));
+    facts.limits = limitKeys.map(
+      (k): LimitFact => ({
+        campaignId: k.campaignId,
+        ...(k.couponValue !== undefined ? { couponValue: k.couponValue } : {}),
+        action: k.action,
+        remaining: k.limit - (used.get(counterId(k.campaignId, k.couponId, k.action, k.period, k.entity)) ?? 0),
+        ...(k.perProfile ? { perProfile: true } : {}),
+      }),
+    );
+  }
+  return { facts, couponIds, limitKeys };
+}
+
+export function referralFactOf(r: Record<string, unknown>): ReferralFact {
+  return {
+    id: Number(r.id),
+    code: r.code as string,
+    campaignId: r.campaign_id as number,
+    advocateProfileIntegrationId: r.advocate_profile_integration_id as string,
+    ...(r.friend_profile_integration_id ? { friendProfileIntegrationId: r.friend_profile_integration_id as string } : {}),
+    usageCounter: r.usage_counter as number,
+    usageLimit: r.usage_limit as number,
+    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
+    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
+    attributes: (r.attributes as Record<string, unknown>) ?? {},
+    ...(r.already ? { alreadyReferred: true } : {}),
+    ...(r.advocate_missing ? { advocateMissing: true } : {}),
+  };
+}
+
+export const counterId = (campaignId: number, couponId: number, action: string, period: string, entity: string): string =>
+  `${campaignId}|${couponId}|${action}|${period}|${entity}`;
+
+/**
+ * The counters the limits in play read: each campaign limit of a candidate campaign, and each
+ * limit of a coupon the session carries, in this period and for this session's entities. A limit
+ * per profile or identifier that the session lacks is kept with an empty entity: the engine then
+ * refuses it as ProfileRequired where that applies.
+ */
+function limitKeysOf(
+  app: ApplicationSettings,
+  campaigns: readonly CampaignSnapshot[],
+  couponRows: ReadonlyArray<Record<string, unknown>>,
+  session: SessionFacts,
+  now: Date,
+): LimitKey[] {
+  const keys: LimitKey[] = [];
+  const entityOf = (l: LimitSpec, couponValue: string | undefined): { entity: string; perProfile: boolean } => {
+    const parts: string[] = [];
+    const entities = l.entities ?? [];
+    const perProfile = entities.includes('Profile');
+    if (perProfile) parts.push(`p:${session.profileId}`);
+    if (entities.includes('Identifier')) parts.push(`i:${session.identifiers[0] ?? ''}`);
+    if (entities.includes('Coupon') && couponValue !== undefined) parts.push(`c:${couponValue}`);
+    return { entity: parts.join('|'), perProfile };
+  };
+  const byCampaign = new Map<number, Record<string, unknown>>();
+  for (const r of couponRows) if (!byCampaign.has(r.campaign_id as number)) byCampaign.set(r.campaign_id as number, r);
+  for (const c of campaigns) {
+    for (const l of c.limits) {
+      const coupon = byCampaign.get(c.id);
+      const { entity, perProfile } = entityOf(l, (l.entities ?? []).includes('Coupon') ? (coupon?.value as string | undefined) : undefined);
+      keys.push({ campaignId: c.id, couponId: 0, action: l.action, period: periodKey(l.period, now, app.timezone), entity, limit: l.limit, perProfile });
+    }
+  }
+  for (const r of couponRows) {
+    for (const l of (r.limits as LimitSpec[] | null) ?? []) {
+      if (!l || typeof l.action !== 'string' || typeof l.limit !== 'number') continue;
+      const { entity, perProfile } = entityOf(l, undefined);
+      keys.push({
+        campaignId: r.campaign_id as number,
+        couponId: Number(r.id),
+        couponValue: r.value as string,
+        action: l.action,
+        period: periodKey(l.period, now, app.timezone),
+        entity,
+        limit: l.limit,
+        perProfile,
+      });
+    }
+  }
+  return keys;
+}

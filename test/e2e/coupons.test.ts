@@ -1,0 +1,210 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresUp } from '../helpers/services.js';
+import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { cart } from '../helpers/fixtures.js';
+import { addCampaign, couponCounters, effectSummary, hoursFromNow, insertCoupon, rule } from '../helpers/promotions.js';
+
+const couponRuleset = (effects: unknown[] = [['setDiscount', 'coupon', 10]], condition: unknown = ['couponValid']) => ({
+  rules: [rule(condition, effects, 'with coupon')],
+  bindings: [],
+  activate: true,
+});
+
+describe.skipIf(!postgresUp)('coupons in sessions', () => {
+  let t: TestNode;
+
+  beforeAll(async () => {
+    t = await startTestNode('postgres');
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  const shop = (options: Parameters<typeof setupShop>[2] = {}) => setupShop(t.url, t.admin, { ruleset: couponRuleset(), ...options });
+  const put = async (s: ShopSetup, id: string, customerSession: Record<string, unknown>, query: Record<string, unknown> = {}, responseContent?: string[]) => {
+    const r = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+      params: { path: { customerSessionId: id }, query: query as never },
+      body: { customerSession: customerSession as never, ...(responseContent ? { responseContent: responseContent as never } : {}) },
+    });
+    return unwrap(r);
+  };
+  const db = () => t.node.db;
+
+  it('accepts a valid coupon, counts its redemption on close and gives it back on cancel', async () => {
+    const s = await shop();
+    const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'SAVE10', usageLimit: 2 });
+    const open = await put(s, 'c-1', cart([40], { couponCodes: ['SAVE10'] }));
+    expect(effectSummary(open.effects)).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 0, discountCounter: 0 });
+
+    const closed = await put(s, 'c-1', { state: 'closed' }, {}, ['customerProfile']);
+    expect(effectSummary(closed.effects)).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 1, discountCounter: 10 });
+    const [stats] = await db().query(`SELECT coupon_redemption_count, discount_count::float AS d, discount_effect_count FROM campaigns WHERE id = $1`, [s.campaignId]);
+    expect(stats).toEqual({ coupon_redemption_count: 1, d: 10, discount_effect_count: 1 });
+    expect(closed.customerProfile).toMatchObject({ closedSessions: 1, totalSales: 40 });
+
+    const cancelled = await put(s, 'c-1', { state: 'cancelled' }, {}, ['customerProfile']);
+    expect(cancelled.effects.map((e) => [e.effectType, e.props])).toEqual([
+      ['rollbackCoupon', { value: 'SAVE10' }],
+      ['rollbackDiscount', { name: 'coupon', value: 10 }],
+    ]);
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 0, discountCounter: 0 });
+    expect(cancelled.customerProfile).toMatchObject({ closedSessions: 0, totalSales: 0 });
+    const [after] = await db().query(`SELECT coupon_redemption_count, discount_count::float AS d FROM campaigns WHERE id = $1`, [s.campaignId]);
+    expect(after).toEqual({ coupon_redemption_count: 0, d: 0 });
+  });
+
+  it('rejects coupons with each reason the stored coupon and campaign give', async () => {
+    const s = await shop();
+    const disabled = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'd', 1]])], { state: 'disabled' });
+    const strict = await addCampaign(t.admin, s.applicationId, [rule(['and', ['couponValid'], ['>', ['.', 'Session', 'Total'], 1000]], [['setDiscount', 's', 1]])]);
+    const failing = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'f', ['/', 1, 0]]])]);
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'OLD1', expiryDate: hoursFromNow(-1) });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'SOON', startDate: hoursFromNow(24) });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'USED', usageLimit: 3, usageCounter: 3 });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'BOBS', recipientIntegrationId: 'bob' });
+    await insertCoupon(db(), s.applicationId, disabled, { value: 'OFF1' });
+    await insertCoupon(db(), s.applicationId, strict, { value: 'BIG1' });
+    await insertCoupon(db(), s.applicationId, failing, { value: 'FAIL' });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'NOEND', expiryDate: '0001-01-01T00:00:00Z' });
+    const cases: Array<[string, string]> = [
+      ['NOPE', 'rejectCoupon:CouponNotFound'],
+      ['OLD1', 'rejectCoupon:CouponExpired'],
+      ['SOON', 'rejectCoupon:CouponStartDateInFuture'],
+      ['USED', 'rejectCoupon:CouponLimitReached'],
+      ['BOBS', 'rejectCoupon:CouponRecipientDoesNotMatch'],
+      ['OFF1', 'rejectCoupon:CouponPartOfNotRunningCampaign'],
+      ['BIG1', 'rejectCoupon:CouponRejectedByCondition'],
+      ['FAIL', 'rejectCoupon:EffectCouldNotBeApplied'],
+    ];
+    for (const [code, expected] of cases) {
+      const r = await put(s, `reasons-${code}`, cart([20], { profileId: 'alice', couponCodes: [code] }));
+      expect(effectSummary(r.effects), code).toEqual([expected]);
+      expect(r.effects[0]!.props.value).toBe(code);
+    }
+    // The recipient may use it; a coupon whose expiry is zero or negative never expires.
+    expect(effectSummary((await put(s, 'reasons-bob', cart([20], { profileId: 'bob', couponCodes: ['BOBS'] }))).effects)).toEqual(['acceptCoupon', 'setDiscount']);
+  });
+
+  it('rejects the coupon of an exclusive campaign that lost', async () => {
+    const s = await shop({ application: { campaignPriority: 'exclusive', exclusiveCampaignsStrategy: 'highestDiscount' } });
+    await addCampaign(t.admin, s.applicationId, [rule(true, [['setDiscount', 'big', 30]])]);
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'SMALL' });
+    const r = await put(s, 'x-1', cart([50], { couponCodes: ['SMALL'] }));
+    expect(effectSummary(r.effects)).toEqual(['rejectCoupon:CouponPartOfNotTriggeredCampaign', 'setDiscount']);
+  });
+
+  it('compares codes as the Application says and reports the stored code', async () => {
+    const s = await shop({ application: { caseSensitivity: 'insensitive-uppercase' } });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'WINTER5' });
+    const r = await put(s, 'case-1', cart([20], { couponCodes: ['winter5'] }));
+    expect(effectSummary(r.effects)).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(r.effects[0]!.props.value).toBe('WINTER5');
+    const strict = await shop();
+    await insertCoupon(db(), strict.applicationId, strict.campaignId, { value: 'WINTER5' });
+    expect(effectSummary((await put(strict, 'case-2', cart([20], { couponCodes: ['winter5'] }))).effects)).toEqual(['rejectCoupon:CouponNotFound']);
+  });
+
+  it('holds campaign, profile and periodic coupon limits, and asks for a profile where one counts', async () => {
+    const s = await shop();
+    const perCampaign = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'c', 1]])], {
+      limits: [{ action: 'redeemCoupon', limit: 1 }],
+    });
+    const perProfile = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'p', 1]])], {
+      limits: [{ action: 'redeemCoupon', limit: 1, entities: ['Profile'] }],
+    });
+    await insertCoupon(db(), s.applicationId, perCampaign, { value: 'CAMP1' });
+    await insertCoupon(db(), s.applicationId, perProfile, { value: 'PROF1' });
+    const daily = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'DAY1', limits: [{ action: 'redeemCoupon', limit: 1, period: 'daily' }] });
+
+    const closeWith = async (id: string, code: string, profileId = 'alice') => {
+      await put(s, id, cart([20], { profileId, couponCodes: [code] }));
+      return effectSummary((await put(s, id, { state: 'closed' })).effects);
+    };
+    expect(await closeWith('l-1', 'CAMP1')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await closeWith('l-2', 'CAMP1', 'bob')).toEqual(['rejectCoupon:CampaignLimitReached']);
+    expect(await closeWith('l-3', 'PROF1')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await closeWith('l-4', 'PROF1')).toEqual(['rejectCoupon:ProfileLimitReached']);
+    expect(await closeWith('l-5', 'PROF1', 'bob')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(effectSummary((await put(s, 'l-6', cart([20], { profileId: '', couponCodes: ['PROF1'] }))).effects)).toEqual(['rejectCoupon:ProfileRequired']);
+    expect(await closeWith('l-7', 'DAY1')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await closeWith('l-8', 'DAY1', 'bob')).toEqual(['rejectCoupon:CouponLimitReached']);
+    const periods = await db().query<{ period: string }>(`SELECT period FROM limit_counters WHERE coupon_id = $1`, [daily]);
+    const today = new Intl.DateTimeFormat('en-CA', { timeZone: 'Europe/Berlin' }).format(new Date());
+    expect(periods).toEqual([{ period: today }]);
+  });
+
+  it('caps discounts at what remains of the coupon discount limit', async () => {
+    const s = await shop();
+    const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'CAP15', discountLimit: 15 });
+    await put(s, 'cap-1', cart([40], { couponCodes: ['CAP15'] }));
+    await put(s, 'cap-1', { state: 'closed' });
+    const second = await put(s, 'cap-2', cart([40], { couponCodes: ['CAP15'] }));
+    expect(second.effects[1]!.props).toEqual({ name: 'coupon', value: 5, desiredValue: 10 });
+    await put(s, 'cap-2', { state: 'closed' });
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 2, discountCounter: 15 });
+  });
+
+  it('creates real coupons from couponCreated on close only, usable by their recipient', async () => {
+    const s = await shop({ ruleset: couponRuleset([['createCoupon', { usageLimit: 1, expiryDuration: '30D' }]], ['>', ['.', 'Session', 'Total'], 0]) });
+    const open = await put(s, 'make-1', cart([20], { profileId: 'carol' }));
+    expect(open.effects.map((e) => e.effectType)).toEqual(['couponCreated']);
+    expect(open.createdCoupons).toEqual([]);
+    expect(await db().query(`SELECT 1 FROM coupons WHERE application_id = $1`, [s.applicationId])).toHaveLength(0);
+    const closed = await put(s, 'make-1', { state: 'closed' });
+    expect(closed.createdCoupons).toHaveLength(1);
+    const made = closed.createdCoupons[0] as { value: string; recipientIntegrationId: string; usageLimit: number; campaignId: number };
+    expect(made).toMatchObject({ recipientIntegrationId: 'carol', usageLimit: 1, campaignId: s.campaignId });
+    expect(closed.effects[0]!.props.value).toBe(made.value);
+    const [row] = await db().query(`SELECT created_by, created_in_session FROM coupons WHERE value = $1`, [made.value]);
+    expect(row).toEqual({ created_by: 'rule_engine', created_in_session: 'make-1' });
+    const [stats] = await db().query(`SELECT coupon_creation_count FROM campaigns WHERE id = $1`, [s.campaignId]);
+    expect(stats).toEqual({ coupon_creation_count: 1 });
+  });
+
+  it('persists nothing on a dry close: counters, sessions, profiles, events and created coupons stay', async () => {
+    const s = await shop({ ruleset: couponRuleset([['setDiscount', 'coupon', 10], ['createCoupon', {}]]) });
+    const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'DRY1', usageLimit: 1 });
+    const r = await put(s, 'dry-1', cart([40], { profileId: 'dora', couponCodes: ['DRY1'], state: 'closed' }), { dry: true });
+    expect(effectSummary(r.effects)).toEqual(['acceptCoupon', 'setDiscount', 'couponCreated']);
+    expect(r.createdCoupons).toHaveLength(1);
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 0, discountCounter: 0 });
+    const counts = await db().query<{ n: number }>(
+      `SELECT (SELECT count(*) FROM customer_sessions WHERE application_id = $1)::int
+            + (SELECT count(*) FROM events WHERE application_id = $1)::int
+            + (SELECT count(*) FROM coupons WHERE application_id = $1 AND id <> $2)::int
+            + (SELECT count(*) FROM customer_profiles WHERE integration_id = 'dora')::int
+            + (SELECT count(*) FROM limit_counters WHERE campaign_id = $3)::int AS n`,
+      [s.applicationId, id, s.campaignId],
+    );
+    expect(counts[0]!.n).toBe(0);
+  });
+
+  it('redeems a coupon with usageLimit 1 exactly once when 50 sessions close at the same time', async () => {
+    const s = await shop();
+    const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'ONCE', usageLimit: 1 });
+    const ids = Array.from({ length: 50 }, (_, i) => `race-${i}`);
+    await Promise.all(ids.map((sid, i) => put(s, sid, cart([30], { profileId: `p${i}`, couponCodes: ['ONCE'] }))));
+    const closes = await Promise.all(ids.map((sid) => put(s, sid, { state: 'closed' })));
+    const outcomes = closes.map((c) => effectSummary(c.effects).join(','));
+    expect(outcomes.filter((o) => o === 'acceptCoupon,setDiscount')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'rejectCoupon:CouponLimitReached')).toHaveLength(49);
+    expect(await couponCounters(db(), id)).toEqual({ usageCounter: 1, discountCounter: 10 });
+  });
+
+  it('never exceeds a campaign budget of 10 discounts under 100 parallel closes', async () => {
+    const s = await shop();
+    const budgeted = await addCampaign(t.admin, s.applicationId, [rule(true, [['setDiscount', 'budget', 5]])], {
+      limits: [{ action: 'setDiscountEffect', limit: 10 }],
+    });
+    const ids = Array.from({ length: 100 }, (_, i) => `budget-${i}`);
+    const closes = await Promise.all(ids.map((sid, i) => put(s, sid, cart([30], { profileId: `b${i}`, state: 'closed' }))));
+    const discounted = closes.filter((c) => c.effects.some((e) => e.effectType === 'setDiscount'));
+    expect(discounted).toHaveLength(10);
+    const [stats] = await db().query(`SELECT discount_effect_count, discount_count::float AS d FROM campaigns WHERE id = $1`, [budgeted]);
+    expect(stats).toEqual({ discount_effect_count: 10, d: 50 });
+    const [counter] = await db().query(`SELECT counter::int AS c FROM limit_counters WHERE campaign_id = $1 AND action = 'setDiscountEffect'`, [budgeted]);
+    expect(counter).toEqual({ c: 10 });
+  });
+});
