@@ -486,7 +486,7 @@ function remainingAfter(committed: readonly Effect[], rollback: readonly Effect[
     if (!r || typeof r.props.value !== 'number') return e;
     used.add(r);
     return { ...e, props: { ...e.props, value: addExact(e.props.value as number, -(r.props.value as number)) } };
-  });
+  }).filter((e) => e.props.value !== 0);
 }
 
 function returnView(r: Record<string, unknown>): Record<string, unknown> {
