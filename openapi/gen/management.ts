@@ -270,6 +270,8 @@ export interface components {
             };
             limits?: components["schemas"]["Limit"][];
             campaignGroups?: number[] | null;
+            /** @description Returns with runRuleEngine=true evaluate this campaign again on the returned session (default false). */
+            reevaluateOnReturn?: boolean;
         };
         NewCampaign: components["schemas"]["CampaignFields"] & unknown;
         UpdateCampaign: components["schemas"]["CampaignFields"] & unknown;

@@ -237,52 +237,64 @@ async function applyStats(tx: Queryable, d: Stats, now: Date | undefined): Promi
   );
 }
 
+export interface RollbackOptions {
+  /** The share of each campaign's amounts that goes back (default 1: all of it). */
+  share?: (campaignId: number) => number;
+  /** Returns keep redemptions and created things counted: the purchase still happened. */
+  keepCounts?: boolean;
+  /** Rounds an amount to the currency's minor unit. */
+  round?: (n: number) => number;
+}
+
 /**
- * Gives back what a commit took: everything (cancel, reopen: share 1), or the amounts pro rata
- * (returns: share < 1, redemptions stay counted). Returns the entries that remain committed.
+ * Gives back what a commit took: everything (cancel, reopen), or the amounts by a share with the
+ * counts kept (returns). Returns the entries that remain committed.
  */
-export async function rollbackCounters(tx: Queryable, counters: readonly CounterEntry[], share = 1, round: (n: number) => number = (n) => n): Promise<CounterEntry[]> {
+export async function rollbackCounters(tx: Queryable, counters: readonly CounterEntry[], options: RollbackOptions = {}): Promise<CounterEntry[]> {
   const remaining: CounterEntry[] = [];
-  const full = share >= 1;
+  const round = options.round ?? ((n: number) => n);
+  const keep = options.keepCounts ?? false;
   for (const k of counters) {
+    const share = Math.min(1, Math.max(0, options.share?.(k.campaignId) ?? 1));
+    const back = (amount: number) => (share >= 1 ? amount : round(amount * share));
     switch (k.t) {
       case 'coupon': {
-        const back = full ? k.discount : round(k.discount * share);
+        const discount = back(k.discount);
         await tx.query(
           `UPDATE coupons SET usage_counter = greatest(usage_counter - $2, 0), discount_counter = greatest(discount_counter - $3::numeric, 0) WHERE id = $1`,
-          [k.id, full ? 1 : 0, String(back)],
+          [k.id, keep ? 0 : 1, String(discount)],
         );
-        if (!full) remaining.push({ ...k, discount: addExact(k.discount, -back) });
+        if (keep) remaining.push({ ...k, discount: addExact(k.discount, -discount) });
         break;
       }
       case 'referral':
-        if (full) {
+        if (!keep) {
           await tx.query(`UPDATE referrals SET usage_counter = greatest(usage_counter - 1, 0) WHERE id = $1`, [k.id]);
           await tx.query(`DELETE FROM referral_redemptions WHERE campaign_id = $1 AND friend_profile_integration_id = $2 AND referral_id = $3`, [k.campaignId, k.friend, k.id]);
         } else remaining.push(k);
         break;
       case 'limit': {
-        const back = full ? k.amount : AMOUNT_LIMIT_ACTIONS.has(k.action) ? round(k.amount * share) : 0;
-        if (back !== 0) {
+        const amount = !keep ? k.amount : AMOUNT_LIMIT_ACTIONS.has(k.action) ? back(k.amount) : 0;
+        if (amount !== 0) {
           await tx.query(
             `UPDATE limit_counters SET counter = greatest(counter - $6::numeric, 0)
               WHERE campaign_id = $1 AND coupon_id = $2 AND action = $3 AND period = $4 AND entity = $5`,
-            [k.campaignId, k.couponId, k.action, k.period, k.entity, String(back)],
+            [k.campaignId, k.couponId, k.action, k.period, k.entity, String(amount)],
           );
         }
-        if (!full) remaining.push({ ...k, amount: addExact(k.amount, -back) });
+        if (keep) remaining.push({ ...k, amount: addExact(k.amount, -amount) });
         break;
       }
       case 'stats': {
         // Created coupons stay: they exist now, whatever happens to the session that made them.
-        const back = full ? k.discount : round(k.discount * share);
-        const counts = full ? -1 : 0;
+        const discount = back(k.discount);
+        const counts = keep ? 0 : -1;
         await applyStats(
           tx,
-          { campaignId: k.campaignId, coupons: counts * k.coupons, referrals: counts * k.referrals, discount: -back, discountEffects: counts * k.discountEffects, createdCoupons: 0 },
+          { campaignId: k.campaignId, coupons: counts * k.coupons, referrals: counts * k.referrals, discount: -discount, discountEffects: counts * k.discountEffects, createdCoupons: 0 },
           undefined,
         );
-        if (!full) remaining.push({ ...k, discount: addExact(k.discount, -back) });
+        if (keep) remaining.push({ ...k, discount: addExact(k.discount, -discount) });
         break;
       }
     }

@@ -3,6 +3,7 @@
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
 import { uuid } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
+import type { CounterEntry } from './commit-effects.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
 import { sessionRoot, type SessionRecord } from './session-model.js';
@@ -23,6 +24,11 @@ export interface EvaluationRequest {
   evaluableCampaignIds?: readonly number[] | undefined;
   /** Evaluate only these among the candidates (re-evaluation on returns). */
   onlyCampaignIds?: readonly number[] | undefined;
+  /**
+   * What this session already committed (re-evaluation on returns): its own redemptions and
+   * amounts do not count against it.
+   */
+  own?: readonly CounterEntry[] | undefined;
 }
 
 export interface EvaluationOutcome extends EvaluationResult {
@@ -53,6 +59,7 @@ export class CampaignEvaluation {
     const s = req.session;
     // Codes and ids the engine makes are drawn from the seed.
     const loaded = await loadFacts(this.db, snapshot.application, campaigns, s, req.now, uuid());
+    if (req.own) discountOwn(loaded, req.own);
     if (campaigns.length === 0 && s.couponCodes.length === 0 && !s.referralCode) return { ...EMPTY, snapshot, loaded };
     const a = snapshot.application;
     const result = await this.evaluator.evaluate({
@@ -82,5 +89,29 @@ export class CampaignEvaluation {
       facts: loaded.facts,
     });
     return { effects: result.effects, ruleFailureReasons: result.ruleFailureReasons, triggeredCampaignIds: result.triggeredCampaignIds, snapshot, loaded };
+  }
+}
+
+/** Gives the session back, in its facts, what it committed itself. */
+function discountOwn(loaded: LoadedFacts, own: readonly CounterEntry[]): void {
+  const { facts } = loaded;
+  for (const k of own) {
+    if (k.t === 'coupon') {
+      const c = facts.coupons?.find((f) => f.id === k.id);
+      if (c) {
+        c.usageCounter = Math.max(0, c.usageCounter - 1);
+        if (c.discountCounter !== undefined) c.discountCounter = Math.max(0, c.discountCounter - k.discount);
+      }
+    } else if (k.t === 'referral' && facts.referral?.id === k.id) {
+      facts.referral.usageCounter = Math.max(0, facts.referral.usageCounter - 1);
+      delete facts.referral.alreadyReferred;
+    } else if (k.t === 'limit') {
+      loaded.limitKeys.forEach((key, i) => {
+        const fact = facts.limits?.[i];
+        if (fact && key.campaignId === k.campaignId && key.couponId === k.couponId && key.action === k.action && key.period === k.period && key.entity === k.entity) {
+          fact.remaining += k.amount;
+        }
+      });
+    }
   }
 }

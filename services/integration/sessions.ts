@@ -2,7 +2,7 @@ import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessi
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
 import { addExact, badRequest, notFound, systemClock, type Clock, type Logger, silentLogger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
-import { commitEffects, CommitRaceError, couponView, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
+import { commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { CampaignEvaluation, type EvaluationOutcome, type Evaluator } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
@@ -101,25 +101,58 @@ export class SessionService {
       const amount = returned.reduce((s, r) => addExact(s, r.amount), 0);
       const share = stored.cartItemTotal > 0 ? Math.min(1, amount / stored.cartItemTotal) : 1;
       const committed = stored.committedEffects as Effect[];
-      const rollback = returnRollback(committed, returned, share, round);
+      const cartItems = stored.cartItems
+        .map((i) => ({ ...i, quantity: i.quantity - (returned.find((r) => r.position === i.position)?.quantity ?? 0) }))
+        .filter((i) => i.quantity > 0);
+      // Campaigns that ask for it are evaluated again on what was kept; the others give back pro rata.
+      const again = call.runRuleEngine
+        ? snapshot.campaigns.filter((c) => c.reevaluateOnReturn && committed.some((e) => e.campaignId === c.id)).map((c) => c.id)
+        : [];
+      const proRata = committed.filter((e) => !again.includes(e.campaignId));
+      const rollback = returnRollback(proRata, returned, share, round);
+      const nextCommitted = remainingAfter(proRata, rollback);
+      const applied: Effect[] = [];
+      const shares = new Map<number, number>();
+      if (again.length > 0) {
+        const kept = withTotals({ ...stored, cartItems });
+        const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
+        const outcome = await this.evaluation.run({
+          applicationId: call.app.applicationId,
+          session: kept,
+          profile,
+          event: { type: `${this.prefix}session_updated`, attributes: {} },
+          now,
+          onlyCampaignIds: again,
+          own: stored.committedCounters as CounterEntry[],
+        });
+        for (const id of again) {
+          const before = committed.filter((e) => e.campaignId === id && DISCOUNT_EFFECTS.has(e.effectType));
+          const after = outcome.effects.filter((e) => e.campaignId === id && DISCOUNT_EFFECTS.has(e.effectType));
+          const sumOf = (es: Effect[]) => es.reduce((t, e) => addExact(t, e.props.value as number), 0);
+          const old = sumOf(before);
+          shares.set(id, old > 0 ? Math.max(0, (old - sumOf(after)) / old) : 0);
+          rollback.push(...rollbackEffects(before));
+          applied.push(...after);
+          nextCommitted.push(...committed.filter((e) => e.campaignId === id && !DISCOUNT_EFFECTS.has(e.effectType)), ...after);
+        }
+      }
+      const effects = [...rollback, ...applied];
       const session: SessionRecord = withTotals({
         ...stored,
         state: 'partially_returned',
-        cartItems: stored.cartItems
-          .map((i) => ({ ...i, quantity: i.quantity - (returned.find((r) => r.position === i.position)?.quantity ?? 0) }))
-          .filter((i) => i.quantity > 0),
-        committedEffects: remainingAfter(committed, rollback),
-        effects: rollback,
+        cartItems,
+        committedEffects: nextCommitted,
+        effects,
       });
       const returnRecord = { returnedCartItems: returned.map((r) => ({ position: r.position, quantity: r.quantity })), amount };
       const state = (c: SessionRecord, event: EventRecord | undefined, previous: unknown[]) =>
-        this.stateOf(snapshot, c, undefined, event, { ...EMPTY_RESULT, effects: rollback }, responseContent, { returned: returnRecord }, previous);
+        this.stateOf(snapshot, c, undefined, event, { ...EMPTY_RESULT, effects }, responseContent, { returned: returnRecord }, previous);
       if (call.dry) {
         const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
         return { state: { ...state(session, undefined, []), ...(responseContent.has('customerProfile') && profile ? { customerProfile: profileView(profile) } : {}) } };
       }
       const write = async (t: Queryable) => {
-        session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], share, round);
+        session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], { share: (id) => shares.get(id) ?? share, keepCounts: true, round });
         const c = await commitSession(t, {
           accountId: call.app.accountId,
           session,
@@ -127,11 +160,11 @@ export class SessionService {
           closing: false,
           profileDelta: { closedSessions: 0, totalSales: -amount },
           now: now.toISOString(),
-          events: [{ type: `${this.prefix}session_updated`, attributes: {}, effects: rollback }],
+          events: [{ type: `${this.prefix}session_updated`, attributes: {}, effects }],
         });
         await t.query(
           `INSERT INTO session_returns (application_id, session_id, created, returned_cart_items, amount, effects) VALUES ($1, $2, $3, $4::jsonb, $5::numeric, $6::jsonb)`,
-          [call.app.applicationId, stored.integrationId, now.toISOString(), JSON.stringify(returnRecord.returnedCartItems), String(amount), JSON.stringify(rollback)],
+          [call.app.applicationId, stored.integrationId, now.toISOString(), JSON.stringify(returnRecord.returnedCartItems), String(amount), JSON.stringify(effects)],
         );
         const previous = await t.query(
           `SELECT id, created, returned_cart_items, amount, effects FROM session_returns WHERE application_id = $1 AND session_id = $2 ORDER BY id`,

@@ -28,6 +28,7 @@ export interface LimitSpec {
 export interface CampaignSnapshot extends CampaignInput {
   applicationId: number;
   limits: LimitSpec[];
+  reevaluateOnReturn: boolean;
   state: 'enabled' | 'disabled' | 'archived';
   startTime: Date | null;
   endTime: Date | null;
@@ -94,7 +95,7 @@ export class SnapshotCache {
       `SELECT a.id AS app_id, a.account_id, a.name AS app_name, a.currency, a.timezone, a.case_sensitivity,
               a.attributes AS app_attributes, a.campaign_priority, a.exclusive_campaigns_strategy,
               c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
-              c.limits, c.coupon_settings, c.referral_settings,
+              c.limits, c.coupon_settings, c.referral_settings, c.reevaluate_on_return,
               r.id AS ruleset_id, r.rules, r.bindings
          FROM applications a
          LEFT JOIN campaigns c ON c.application_id = a.id AND c.state <> 'archived' AND c.active_ruleset_id IS NOT NULL
@@ -130,6 +131,7 @@ export class SnapshotCache {
         startTime: (r.start_time as Date | null) ?? null,
         endTime: (r.end_time as Date | null) ?? null,
         features: r.features as string[],
+        reevaluateOnReturn: r.reevaluate_on_return === true,
         limits: ((r.limits as LimitSpec[] | null) ?? []).filter((l) => l && typeof l.action === 'string' && typeof l.limit === 'number'),
         ...(r.coupon_settings ? { couponSettings: r.coupon_settings as CampaignInput['couponSettings'] } : {}),
         ...(r.referral_settings ? { referralSettings: r.referral_settings as CampaignInput['referralSettings'] } : {}),

@@ -15,6 +15,7 @@ export interface CampaignBody {
   referralSettings?: Record<string, unknown>;
   limits?: unknown[];
   campaignGroups?: number[] | null;
+  reevaluateOnReturn?: boolean;
 }
 
 export function campaignView(r: Record<string, unknown>): Record<string, unknown> {
@@ -37,6 +38,7 @@ export function campaignView(r: Record<string, unknown>): Record<string, unknown
     referralSettings: (r.referral_settings as Record<string, unknown> | null) ?? undefined,
     limits: r.limits as unknown[],
     campaignGroups: (r.campaign_groups as number[] | null) ?? null,
+    reevaluateOnReturn: r.reevaluate_on_return as boolean,
     couponRedemptionCount: r.coupon_redemption_count as number,
     referralRedemptionCount: r.referral_redemption_count as number,
     discountCount: Number(r.discount_count),
@@ -72,8 +74,8 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
   const now = ctx.clock.now().toISOString();
   const [row] = await ctx.db.query(
     `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
-       coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15, $15, $16, $16)
+       coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated, reevaluate_on_return)
+     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15, $15, $16, $16, $17)
      RETURNING *`,
     [
       applicationId,
@@ -92,6 +94,7 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
       body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
       by,
       now,
+      body.reevaluateOnReturn ?? false,
     ],
   );
   ctx.events.publish({ kind: 'campaigns', applicationId });
@@ -127,7 +130,8 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
        attributes = COALESCE($7::jsonb, attributes), state = COALESCE($8, state), tags = COALESCE($9::jsonb, tags),
        features = COALESCE($10::jsonb, features), coupon_settings = COALESCE($11::jsonb, coupon_settings),
        referral_settings = COALESCE($12::jsonb, referral_settings), limits = COALESCE($13::jsonb, limits),
-       active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16
+       active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16,
+       reevaluate_on_return = COALESCE($17, reevaluate_on_return)
      WHERE id = $1 AND application_id = $2 RETURNING *`,
     [
       campaignId,
@@ -146,6 +150,7 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
       body.activeRulesetId ?? null,
       await userName(ctx, principal),
       ctx.clock.now().toISOString(),
+      body.reevaluateOnReturn ?? null,
     ],
   );
   ctx.events.publish({ kind: 'campaigns', applicationId });

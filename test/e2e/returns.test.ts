@@ -86,11 +86,50 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     ]);
     expect(second.previousReturns).toHaveLength(1);
     expect(second.customerProfile).toMatchObject({ totalSales: 0 });
+    expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 0 });
     const cancelled = unwrap(
       await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'ret-1' } }, body: { customerSession: { state: 'cancelled' } } }),
     );
     expect(cancelled.effects.map((e) => e.effectType)).toEqual(['rollbackCoupon']);
     expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 0, discountCounter: 0 });
+  });
+
+  it('evaluates again, with runRuleEngine, only the campaigns that ask for it', async () => {
+    const tiers = [
+      rule(['>=', ['.', 'Session', 'CartItemTotal'], 80], [['setDiscount', 'tier', 20]], 'big basket'),
+      rule(['<', ['.', 'Session', 'CartItemTotal'], 80], [['setDiscount', 'tier', 5]], 'small basket'),
+    ];
+    const s = await setupShop(t.url, t.admin, { ruleset: { rules: tiers, bindings: [], activate: true } });
+    const again = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/campaigns', {
+        params: { path: { applicationId: s.applicationId } },
+        body: { name: 'again', state: 'enabled', tags: ['x'], features: [], limits: [], reevaluateOnReturn: true } as never,
+      }),
+    );
+    expect((again as { reevaluateOnReturn?: boolean }).reevaluateOnReturn).toBe(true);
+    unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/rulesets', {
+        params: { path: { applicationId: s.applicationId, campaignId: again.id } },
+        body: { rules: tiers, bindings: [], activate: true } as never,
+      }),
+    );
+    const body = { customerSession: twoLines({ profileId: 'rerun', couponCodes: [], state: 'closed' }) as never };
+    const closed = unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'rerun-1' } }, body }));
+    expect(closed.effects.map((e) => [e.campaignId, e.props.value])).toEqual([
+      [s.campaignId, 20],
+      [again.id, 20],
+    ]);
+    const r = unwrap(await returnItems(s, 'rerun-1', [{ position: 1 }], {}, { runRuleEngine: true }));
+    expect(r.effects.map((e) => [e.campaignId, e.effectType, e.props.value])).toEqual([
+      [s.campaignId, 'rollbackDiscount', 8],
+      [again.id, 'rollbackDiscount', 20],
+      [again.id, 'setDiscount', 5],
+    ]);
+    const stats = await t.node.db.query(`SELECT id, discount_count::float AS d FROM campaigns WHERE id = ANY($1::int[]) ORDER BY id`, [[s.campaignId, again.id]]);
+    expect(stats).toEqual([
+      { id: s.campaignId, d: 12 },
+      { id: again.id, d: 5 },
+    ]);
   });
 
   it('replays the identical body for the same Idempotency-Key and refuses the key with another body', async () => {

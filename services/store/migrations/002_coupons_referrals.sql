@@ -78,6 +78,9 @@ CREATE TABLE limit_counters (
   PRIMARY KEY (campaign_id, coupon_id, action, period, entity)
 );
 
+-- Returns with runRuleEngine=true evaluate again only the campaigns that ask for it.
+ALTER TABLE campaigns ADD COLUMN reevaluate_on_return boolean NOT NULL DEFAULT false;
+
 -- Effects committed by a session (on close, or at once for profile updates and events) and not
 -- yet rolled back: what cancel, returns and reopen undo.
 ALTER TABLE customer_sessions ADD COLUMN committed_effects jsonb NOT NULL DEFAULT '[]'::jsonb;
