@@ -439,6 +439,8 @@ export class SessionService {
     if (responseContent.has('event') && event) state.event = eventView(event);
     if (responseContent.has('ruleFailureReasons')) state.ruleFailureReasons = result.ruleFailureReasons;
     if (responseContent.has('coupons')) state.coupons = outcome?.loaded.facts.coupons?.map((c) => ({ id: c.id, value: c.value, campaignId: c.campaignId, usageCounter: c.usageCounter, usageLimit: c.usageLimit, attributes: c.attributes })) ?? [];
+    // Loyalty programs arrive with their own issue; until then a session has no cards and no programs.
+    if (responseContent.has('loyalty')) state.loyalty = { cards: [], programs: {} };
     if (responseContent.has('referral')) state.referral = outcome?.loaded.facts.referral ? { ...outcome.loaded.facts.referral } : null;
     if (extras.returned) state.return = extras.returned;
     if (previousReturns && responseContent.has('previousReturns')) state.previousReturns = previousReturns;

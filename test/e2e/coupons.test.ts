@@ -55,6 +55,36 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect(after).toEqual({ coupon_redemption_count: 0, d: 0 });
   });
 
+  it('shows the coupons and referral of the session when responseContent asks', async () => {
+    const s = await shop();
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'SHOW1', usageLimit: 4, attributes: { kind: 'welcome' } });
+    const r = await put(s, 'show-1', cart([20], { couponCodes: ['SHOW1', 'MISSING'], referralCode: 'NOPE' }), {}, ['coupons', 'referral', 'loyalty']);
+    expect(r.coupons).toEqual([{ id: expect.any(Number), value: 'SHOW1', campaignId: s.campaignId, usageCounter: 0, usageLimit: 4, attributes: { kind: 'welcome' } }]);
+    expect(r.referral).toBeNull();
+    expect(r.loyalty).toEqual({ cards: [], programs: {} });
+    const plain = await put(s, 'show-2', cart([20], { couponCodes: ['SHOW1'] }));
+    expect(Object.keys(plain).sort()).toEqual(['createdCoupons', 'createdReferrals', 'effects']);
+  });
+
+  it('replays a session update sent again with the same Idempotency-Key', async () => {
+    const s = await shop();
+    const send = (key: string, total: number) =>
+      s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'idem-1' } },
+        body: { customerSession: cart([total]) as never, responseContent: ['customerSession'] },
+        headers: { 'Idempotency-Key': key },
+      });
+    const first = await send('u-1', 20);
+    const again = await send('u-1', 20);
+    expect(again.data).toEqual(first.data);
+    expect(first.data!.customerSession!.updateCount).toBe(1);
+    const other = await send('u-1', 30);
+    expect(other.response.status).toBe(409);
+    expect((await send('u-2', 30)).data!.customerSession!.updateCount).toBe(2);
+    const tooLong = await send('k'.repeat(256), 30);
+    expect(tooLong.response.status).toBe(400);
+  });
+
   it('rejects coupons with each reason the stored coupon and campaign give', async () => {
     const s = await shop();
     const disabled = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'd', 1]])], { state: 'disabled' });
