@@ -212,15 +212,16 @@ export async function commitSession(tx: Queryable, c: SessionCommit): Promise<Se
     );
   }
   if (!row) throw new StaleSessionError();
-  const events: EventRecord[] = [];
-  for (const e of c.events) {
-    const [ev] = await tx.query(
-      `INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb) RETURNING *`,
-      [s.applicationId, c.now, s.profileId, s.integrationId, s.storeIntegrationId, e.type, JSON.stringify(e.attributes), JSON.stringify(e.effects)],
-    );
-    events.push(toEvent(ev!));
-  }
+  // All events of the update in one statement, in order.
+  const rows = c.events.length === 0 ? [] : await tx.query(
+    `INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
+     SELECT $1, $2, $3, $4, $5, e.type, e.attributes, e.effects
+       FROM ROWS FROM (jsonb_to_recordset($6::jsonb) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS e(type, attributes, effects, n)
+      ORDER BY e.n
+     RETURNING *`,
+    [s.applicationId, c.now, s.profileId, s.integrationId, s.storeIntegrationId, JSON.stringify(c.events)],
+  );
+  const events = rows.map(toEvent).sort((a, b) => a.id - b.id);
   return { session: toSession(row), profile, events };
 }
 
