@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from 'nats';
 import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from '../services/actors/index.js';
-import { createEdgeApp, loadOperations, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
+import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
 import { ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
@@ -135,6 +135,8 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     });
     const apiKeys = new ApiKeyResolver(management);
     cleanups.push(() => apiKeys.close());
+    // One bucket per API key for REST and gRPC alike.
+    const rateLimiter = new RateLimiter(options.rateLimit);
 
     // gRPC first: other nodes may forward to us as soon as we hold a shard.
     let router: Router | undefined;
@@ -142,7 +144,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     const grpc: RunningGrpcServer = await startGrpcServer(
       {
         port: { invoke: (op, c) => router!.invoke(op, c) },
-        authenticate: (a) => apiKeys.resolve(a),
+        authenticate: async (a) => {
+          const key = await apiKeys.resolveKey(a);
+          const wait = rateLimiter.take(key.keyId);
+          if (wait > 0) throw rateLimited(wait);
+          return key.app;
+        },
         validateBody: (operationId, body) => operations.get(operationId)?.validateBody(body),
         actorInvoke: (call) => router!.serveForwarded(call),
         logger,
@@ -193,7 +200,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       apiKeys,
       readiness,
       logger,
-      rateLimit: options.rateLimit,
+      rateLimit: rateLimiter,
       gauges: {
         actorQueueDepth: () => actors.queueDepth,
         actorActive: () => actors.activeCount,

@@ -29,8 +29,11 @@ export interface EdgeOptions {
   logger?: Logger;
   /** Largest accepted body (default 10 MiB). */
   bodyLimitBytes?: number;
-  /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
-  rateLimit?: RateLimitOptions;
+  /**
+   * Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0
+   * disables), or a limiter shared with the node's other Integration API entry (gRPC).
+   */
+  rateLimit?: RateLimitOptions | RateLimiter;
 }
 
 /** What a route handler receives: validated input and the authenticated caller. */
@@ -60,7 +63,7 @@ export type RouteHandler = (input: RouteInput) => Promise<RouteOutput>;
 export function createEdgeApp(options: EdgeOptions): { app: express.Express; metrics: EdgeMetrics } {
   const logger = options.logger ?? silentLogger;
   const metrics = createMetrics(options.gauges);
-  const limiter = new RateLimiter(options.rateLimit);
+  const limiter = options.rateLimit instanceof RateLimiter ? options.rateLimit : new RateLimiter(options.rateLimit);
   const handlers: Record<string, RouteHandler> = {
     ...managementHandlers(options.management),
     ...integrationHandlers(options.port),

@@ -1,4 +1,7 @@
+import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IntegrationServiceClient } from '../../proto/gen/perkline/v1/integration.js';
+import { ERROR_METADATA_KEY } from '../../services/grpc/index.js';
 import { RateLimiter } from '../../services/edge/index.js';
 import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
@@ -88,6 +91,33 @@ describe('Integration API rate limit', () => {
 
     await new Promise((r) => setTimeout(r, retryAfter * 1000 + 50));
     expect((await put(shop.apiKey)).status).toBe(200);
+  });
+
+  it('shares one bucket between REST and gRPC calls of a key', async () => {
+    const third = await setupShop(t.url, t.admin, { retries: 0 });
+    const client = new IntegrationServiceClient(t.node.grpcAddress, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('authorization', `ApiKey-v1 ${third.apiKey}`);
+      const grpcUpdate = (id: string) =>
+        new Promise<void>((resolve, reject) =>
+          client.updateCustomerSession({ customerSessionId: id, request: { customerSession: cart([120]) }, dry: false, now: '' }, md, (err) =>
+            err ? reject(err) : resolve(),
+          ),
+        );
+      const rest = await Promise.all(Array.from({ length: 3 }, () => put(third.apiKey)));
+      expect(rest.map((r) => r.status)).toEqual([200, 200, 200]);
+      await grpcUpdate('rl-grpc-1');
+      await grpcUpdate('rl-grpc-2');
+      const err = (await grpcUpdate('rl-grpc-3').catch((e) => e)) as ServiceError;
+      expect(err.code).toBe(status.RESOURCE_EXHAUSTED);
+      const detail = JSON.parse(String(err.metadata.get(ERROR_METADATA_KEY)[0])) as { kind: string; retryAfter: number; body: { StatusCode: number } };
+      expect(detail).toMatchObject({ kind: 'too_many_requests', body: { StatusCode: 429 } });
+      expect(detail.retryAfter).toBeGreaterThanOrEqual(1);
+      expect((await put(third.apiKey)).status).toBe(429);
+    } finally {
+      client.close();
+    }
   });
 
   it('does not count unauthenticated requests against a key', async () => {
