@@ -46,8 +46,18 @@ export async function createPostgresDb(url: string, options: DbOptions = {}): Pr
     kind: 'postgres',
     ...queryable(sql),
     transaction: async <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> => {
-      const result = await sql.begin(async (tx) => fn(queryable(tx)));
-      return result as T;
+      // A deadlock or serialization failure aborts the whole transaction and nothing of it stays:
+      // running it again is safe, and it is what the losing side of such a race should do.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const result = await sql.begin(async (tx) => fn(queryable(tx)));
+          return result as T;
+        } catch (e) {
+          const code = (e as { code?: string }).code;
+          if ((code !== '40P01' && code !== '40001') || attempt >= 4) throw e;
+          await new Promise((r) => setTimeout(r, 2 + Math.random() * 10 * (attempt + 1)));
+        }
+      }
     },
     close: () => sql.end({ timeout: 5 }),
   };
