@@ -6,7 +6,7 @@ import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from 
 import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
-import { ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
+import { EventService, ProfileService, ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
 import { ApiKeyResolver, bootstrapAdmin, type BootstrapResult, type ManagementContext } from '../services/management/index.js';
 import {
   createLocalConfigEvents,
@@ -177,7 +177,23 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     const shardMap: ShardMap = leases ?? new LocalShardMap({ nodeId, address: grpcAddress }, options.shardCount ?? 256);
     const local = createLocalIntegrationPort({
       host: actors,
-      handlers: integrationActorHandlers({ sessions, referrals: new ReferralService(db, clock) }),
+      handlers: integrationActorHandlers({
+        sessions,
+        referrals: new ReferralService(db, clock),
+        profiles: new ProfileService({
+          db,
+          snapshots,
+          evaluator,
+          clock,
+          eventPrefix: options.eventPrefix,
+          logger,
+          // Customer data deletion changed these sessions: this node's cached copies go.
+          onSessionsChanged: (changed) => {
+            for (const s of changed) actors.dropCached(`s:${s.applicationId}:${s.integrationId}`);
+          },
+        }),
+        events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),
+      }),
       nodeId,
       shardOf: (k) => shardMap.shardOf(k),
     });

@@ -100,6 +100,152 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/customer_profiles/{integrationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update or create a customer profile; attributes are merged into the stored ones
+         * @description Without runRuleEngine the attributes are stored and nothing is evaluated. With runRuleEngine=true the built-in event `service_profile_created` (new profile) or `service_profile_updated` is evaluated, its effects are committed at once and an event is recorded; with dry=true as well nothing is stored (dry without runRuleEngine is a 400). `audiencesChanges` is validated but not applied yet (audiences arrive in a later release).
+         */
+        put: operations["updateCustomerProfileV2"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/customer_profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update or create up to 1000 profiles (attributes merged; no rules run)
+         * @description Each profile is updated in its own actor, as by `PUT /v2/customer_profiles/{integrationId}` without runRuleEngine; an integrationId listed twice gets its attribute sets merged in order. The update is not atomic across profiles: on an error some profiles may already be updated (sending the request again is safe). The response lists each updated profile once, in the order of first appearance.
+         */
+        put: operations["updateCustomerProfilesV2"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Track a custom event; its effects are committed at once
+         * @description The event type must be defined by a custom attribute of entity Event and may not start with the built-in prefix; every attribute must be defined for it. With `sessionId` the event is bound to that session (created empty and open when missing; it must belong to the event's profile, else 400 SessionProfileMismatch); without it, to the profile's implicit event session `event-session:<profileId>`, which is not stored as a session. The session's coupon and referral codes are not evaluated by events (they become final when the session closes). A missing profile is created.
+         */
+        post: operations["trackEventV2"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer_profiles/{integrationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Legacy v1 profile update (attributes merged; the rule engine runs) */
+        put: operations["updateCustomerProfileV1"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer_sessions/{customerSessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Legacy v1 session update (the same sessions as v2)
+         * @description `coupon` becomes the session's only coupon code (empty or absent: none), `referral` its referral code (empty or absent: none). `total` is accepted but the session's total is computed from its cart items, as in v2.
+         */
+        put: operations["updateCustomerSessionV1"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Legacy v1 custom event (same rules as v2; the session is required) */
+        post: operations["trackEventV1"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer_data/{integrationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete every attribute of the profile and of its sessions (with their cart items) and events
+         * @description The profile belongs to the account, so its sessions and events in every Application of the account are cleared. The profile itself, its purchase counters, sessions and events stay.
+         */
+        delete: operations["deleteCustomerData"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -332,6 +478,106 @@ export interface components {
             customerSession: components["schemas"]["CustomerSessionV2"];
             effects: components["schemas"]["Effect"][];
         };
+        CustomerProfileIntegrationRequestV2: {
+            attributes?: {
+                [key: string]: unknown;
+            };
+            /** @description Restricts evaluation to these campaigns (with dry=true they run even when disabled). */
+            evaluableCampaignIds?: number[];
+            responseContent?: ("customerProfile" | "triggeredCampaigns" | "loyalty" | "event" | "awardedGiveaways" | "ruleFailureReasons")[];
+            /** @description Validated, not applied yet (audiences arrive in a later release). */
+            audiencesChanges?: {
+                adds?: number[];
+                deletes?: number[];
+            };
+        };
+        IntegrationEventV2Request: {
+            /** @description empty or absent for an anonymous event (then sessionId is required) */
+            profileId?: string;
+            storeIntegrationId?: string;
+            sessionId?: string;
+            /** @description Restricts evaluation to these campaigns (with dry=true they run even when disabled). */
+            evaluableCampaignIds?: number[];
+            type: string;
+            attributes: {
+                [key: string]: unknown;
+            };
+            loyaltyCards?: string[];
+            responseContent?: ("customerProfile" | "triggeredCampaigns" | "loyalty" | "event" | "awardedGiveaways" | "ruleFailureReasons")[];
+        };
+        NewCustomerSessionV1: {
+            profileId?: string;
+            coupon?: string;
+            referral?: string;
+            /** @enum {string} */
+            state?: "open" | "closed" | "cancelled";
+            cartItems?: components["schemas"]["CartItem"][];
+            total?: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+        };
+        CustomerSessionV1: {
+            id?: number;
+            integrationId?: string;
+            /** Format: date-time */
+            created?: string;
+            /** Format: date-time */
+            updated?: string;
+            applicationId?: number;
+            profileId?: string;
+            coupon?: string;
+            referral?: string;
+            state?: string;
+            cartItems?: components["schemas"]["CartItem"][];
+            total?: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            firstSession?: boolean;
+        };
+        CustomerProfileV1: {
+            integrationId?: string;
+            /** Format: date-time */
+            created?: string;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            accountId?: number;
+            closedSessions?: number;
+            totalSales?: number;
+            loyaltyMemberships?: {
+                /** Format: date-time */
+                joined?: string;
+                loyaltyProgramId?: number;
+            }[];
+            /** Format: date-time */
+            lastActivity?: string;
+        };
+        EventV1: {
+            id?: number;
+            /** Format: date-time */
+            created?: string;
+            applicationId?: number;
+            profileId?: string;
+            type?: string;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            sessionId?: string;
+            effects?: components["schemas"]["Effect"][];
+            ledgerEntries?: {
+                [key: string]: unknown;
+            }[];
+            meta?: {
+                [key: string]: unknown;
+            };
+        };
+        IntegrationStateV1: {
+            session: components["schemas"]["CustomerSessionV1"] | null;
+            profile: components["schemas"]["CustomerProfileV1"] | null;
+            event: components["schemas"]["EventV1"] | null;
+        };
     };
     responses: {
         /** @description Error */
@@ -345,6 +591,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The profile's integration ID; stable, it never changes. */
+        profileIntegrationId: string;
         /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
         idempotencyKey: string;
         /** @description The session's integration ID, set by the client; no length limit. */
@@ -558,6 +806,244 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateCustomerProfileV2: {
+        parameters: {
+            query?: {
+                runRuleEngine?: boolean;
+                /** @description Only with runRuleEngine=true; evaluates without storing anything. */
+                dry?: boolean;
+            };
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CustomerProfileIntegrationRequestV2"];
+            };
+        };
+        responses: {
+            /** @description The new integration state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV2"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateCustomerProfilesV2: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    customerProfiles: {
+                        integrationId: string;
+                        attributes?: {
+                            [key: string]: unknown;
+                        };
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description The updated profiles */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        customerProfiles: components["schemas"]["CustomerProfile"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    trackEventV2: {
+        parameters: {
+            query?: {
+                dry?: boolean;
+            };
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IntegrationEventV2Request"];
+            };
+        };
+        responses: {
+            /** @description The new integration state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV2"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateCustomerProfileV1: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    attributes?: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The profile and its event (session is null) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV1"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateCustomerSessionV1: {
+        parameters: {
+            query?: {
+                dry?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The session's integration ID, set by the client; no length limit. */
+                customerSessionId: components["parameters"]["customerSessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewCustomerSessionV1"];
+            };
+        };
+        responses: {
+            /** @description The session, its profile (null for an anonymous session) and its event */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV1"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    trackEventV1: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    sessionId: string;
+                    /** @description empty for an anonymous session */
+                    profileId?: string;
+                    type: string;
+                    attributes: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The session, its profile (null when anonymous) and the event */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationStateV1"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    deleteCustomerData: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

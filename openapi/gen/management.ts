@@ -171,6 +171,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/attributes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the account's custom attributes */
+        get: operations["getAttributes"];
+        put?: never;
+        /** Create a custom attribute (an attribute of entity Event with an eventType defines that custom event type) */
+        post: operations["createAttribute"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -322,6 +340,46 @@ export interface components {
             activate?: boolean;
             /** Format: date-time */
             activatedAt?: string;
+        };
+        /** @enum {string} */
+        AttributeEntity: "Application" | "Campaign" | "CustomerProfile" | "CustomerSession" | "CartItem" | "AdditionalCost" | "Coupon" | "Referral" | "Event" | "Giveaway" | "Store" | "Achievement" | "Audience" | "LoyaltyCard";
+        /** @enum {string} */
+        AttributeType: "string" | "number" | "boolean" | "time" | "location" | "(list string)" | "(list number)" | "(list time)";
+        NewAttribute: {
+            entity: components["schemas"]["AttributeEntity"];
+            /** @description Required for entity Event (the custom event type it defines), absent otherwise. */
+            eventType?: string;
+            name: string;
+            /** @description Defaults to the name. */
+            title?: string;
+            type: components["schemas"]["AttributeType"];
+            description?: string;
+            tags?: string[];
+            editable?: boolean;
+            /** @description Applications the attribute applies to (default all of the account's). */
+            subscribedApplicationsIds?: number[];
+        };
+        Attribute: {
+            id: number;
+            accountId: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified?: string;
+            entity: components["schemas"]["AttributeEntity"];
+            eventType?: string;
+            name: string;
+            title: string;
+            type: components["schemas"]["AttributeType"];
+            description?: string;
+            editable?: boolean;
+            locked?: boolean;
+            tags?: string[];
+            subscribedApplicationsIds?: number[];
+            usedAt?: string[];
+            /** Format: date-time */
+            lastUsed?: string;
+            lastUsedApplicationId?: number;
         };
     };
     responses: {
@@ -859,6 +917,65 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
+        };
+    };
+    getAttributes: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                entity?: string;
+                eventType?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Attributes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Attribute"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    createAttribute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewAttribute"];
+            };
+        };
+        responses: {
+            /** @description The attribute */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attribute"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
         };
     };
 }

@@ -1,10 +1,13 @@
-import type { ReferralService, SessionRecord, SessionService } from '../integration/index.js';
+import type { EventService, ProfileService, ReferralService, SessionRecord, SessionService } from '../integration/index.js';
+import { toV1State } from '../integration/index.js';
 import { AppError } from '../shared/index.js';
 import type { ActorHandlers } from './local-port.js';
 
 export interface IntegrationServices {
   sessions: SessionService;
   referrals: ReferralService;
+  profiles: ProfileService;
+  events: EventService;
 }
 
 const notYet = (what: string) => async (): Promise<never> => {
@@ -13,12 +16,13 @@ const notYet = (what: string) => async (): Promise<never> => {
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals } = services;
+  const { sessions, referrals, profiles, events } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
       if (outcome.committed) state.set(outcome.committed);
-      return outcome.state;
+      // Legacy v1 (`PUT /v1/customer_sessions/...`) answers {session, profile, event}.
+      return call.version === 'v1' ? toV1State(outcome.state) : outcome.state;
     },
     getSession: async (call, state) => (await sessions.get(call, state.get<SessionRecord>())).value,
     returnSession: async (call, state) => {
@@ -31,9 +35,12 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       if (outcome.committed) state.set(outcome.committed);
       return outcome.state;
     },
-    updateProfile: notYet('profile update'),
-    trackEvent: notYet('track event'),
-    deleteCustomerData: notYet('customer data deletion'),
+    updateProfile: (call) => profiles.update(call),
+    trackEvent: (call) => events.track(call),
+    deleteCustomerData: async (call) => {
+      await profiles.deleteCustomerData(call);
+      return {};
+    },
     createReferral: (call) => referrals.create(call),
   };
 }

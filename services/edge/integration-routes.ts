@@ -1,5 +1,6 @@
 import type { AppRef, IntegrationPort } from '../actors/port.js';
 import type { RouteHandler, RouteInput } from './app.js';
+import { customerHandlers } from './customer-routes.js';
 
 const served = (node: string) => ({ 'X-Perkline-Node': node });
 
@@ -26,6 +27,7 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T
 /** Integration API v2 handlers: thin calls into the IntegrationPort (the cluster router). */
 export function integrationHandlers(port: IntegrationPort): Record<string, RouteHandler> {
   return {
+    ...customerHandlers(port),
     updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,

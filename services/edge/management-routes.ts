@@ -44,5 +44,7 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       ok(await m.listRulesets(ctx, who(principal), params.applicationId, params.campaignId, query)),
     getRuleset: async ({ principal, params }) =>
       ok(await m.getRuleset(ctx, who(principal), params.applicationId, params.campaignId, params.rulesetId)),
+    createAttribute: async ({ principal, body }) => created(await m.createAttribute(ctx, who(principal), body)),
+    getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
   };
 }

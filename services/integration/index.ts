@@ -1,8 +1,12 @@
-// Integration API use cases: customer sessions (and, in later issues, profiles, events, returns,
-// coupons, referrals, loyalty, achievements, audiences and catalogs). Each use case loads what it
+// Integration API use cases: customer sessions (returns, reopen, coupons, referrals), profiles,
+// custom events and legacy v1 (and, in later issues, loyalty, achievements, audiences and
+// catalogs). Each use case loads what it
 // needs, evaluates through the engine and commits everything of one call in one transaction.
 export { SessionService, type Evaluator, type SessionServiceOptions, type SessionUpdateOutcome } from './sessions.js';
 export { ReferralService } from './referrals.js';
+export { ProfileService, type ProfileServiceOptions, type ProfileRequest } from './profiles.js';
+export { EventService, implicitEventSessionId, type EventServiceOptions, type EventRequest } from './events.js';
+export { toV1State, v1EventView, v1ProfileView, v1SessionView, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 export { CampaignEvaluation, type EvaluationOutcome, type EvaluationRequest } from './evaluation.js';
 export { commitEffects, CommitRaceError, couponView, referralView, type CounterEntry, type EffectsCommitResult } from './commit-effects.js';
 export { normalizeCode } from './facts.js';
