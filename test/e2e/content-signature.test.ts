@@ -68,6 +68,18 @@ describe('Content-Signature on Integration API calls', () => {
     }
   });
 
+  it('verifies legacy v1 calls', async () => {
+    const v1Body = JSON.stringify({ profileId: 'customer-1', total: 120, cartItems: [{ sku: 'A', quantity: 1, price: 120 }] });
+    const v1 = (h: string) =>
+      fetch(`${t.url}/v1/customer_sessions/sig-v1`, {
+        method: 'PUT',
+        headers: { 'Content-Type': 'application/json', Authorization: `ApiKey-v1 ${shop.apiKey}`, 'Content-Signature': h },
+        body: v1Body,
+      });
+    expect((await v1(`signer=${shop.applicationId}; signature=${sign(v1Body, secret)}`)).status).toBe(200);
+    await expect401(await v1(`signer=${shop.applicationId}; signature=${sign(v1Body, otherSecret)}`));
+  });
+
   it('checks the signature of a GET (empty body) too', async () => {
     const get = (h: string) =>
       fetch(`${t.url}/v2/customer_sessions/sig-1`, { headers: { Authorization: `ApiKey-v1 ${shop.apiKey}`, 'Content-Signature': h } });
