@@ -18,7 +18,7 @@ import {
   type Logger,
   type LogLevel,
 } from '../services/shared/index.js';
-import { migrate, openDb, type Db } from '../services/store/index.js';
+import { foldCampaignStats, migrate, openDb, type Db } from '../services/store/index.js';
 import { createNatsConfigEvents } from './config-bus.js';
 import { Router } from './router.js';
 import { ShardLeases } from './shard-leases.js';
@@ -60,6 +60,8 @@ export interface NodeOptions {
   clock?: Clock;
   /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
   rateLimit?: RateLimitOptions;
+  /** How often appended campaign statistics are folded into the campaigns (default 1000 ms). */
+  statsFoldMs?: number;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
 }
@@ -97,6 +99,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     });
     cleanups.push(() => db.close());
     await migrate(db);
+    // Campaign statistics that commits appended are folded into the campaigns every second.
+    const folding = setInterval(() => {
+      foldCampaignStats(db).catch((e: unknown) => logger.debug('campaign statistics fold failed', { error: String(e) }));
+    }, options.statsFoldMs ?? 1000);
+    folding.unref();
+    cleanups.push(() => clearInterval(folding));
 
     let nc: NatsConnection | undefined;
     let events: ConfigEvents;

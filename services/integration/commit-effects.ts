@@ -206,10 +206,11 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   }
 
   // Campaign statistics.
+  const stats: Stats[] = [];
   const campaignIds = [...new Set(c.effects.map((e) => e.campaignId))].filter((id) => id > 0).sort((a, b) => a - b);
   for (const id of campaignIds) {
     const mine = c.effects.filter((e) => e.campaignId === id);
-    const stats: CounterEntry = {
+    const entry: CounterEntry = {
       t: 'stats',
       campaignId: id,
       coupons: mine.filter((e) => e.effectType === 'acceptCoupon').length,
@@ -218,22 +219,24 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
       discountEffects: mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).length,
       createdCoupons: mine.filter((e) => e.effectType === 'couponCreated').length,
     };
-    if (stats.coupons + stats.referrals + stats.discountEffects + stats.createdCoupons === 0) continue;
-    await applyStats(tx, stats, c.now);
-    counters.push(stats);
+    if (entry.coupons + entry.referrals + entry.discountEffects + entry.createdCoupons === 0) continue;
+    stats.push(entry);
+    counters.push(entry);
   }
+  await appendStats(tx, stats, c.now);
   return { counters, createdCoupons, createdReferrals };
 }
 
 type Stats = Omit<Extract<CounterEntry, { t: 'stats' }>, 't'>;
 
-async function applyStats(tx: Queryable, d: Stats, now: Date | undefined): Promise<void> {
+/** Appends changes of campaign statistics in one statement; foldCampaignStats moves them into campaigns. */
+async function appendStats(tx: Queryable, stats: readonly Stats[], now: Date | undefined): Promise<void> {
+  if (stats.length === 0) return;
   await tx.query(
-    `UPDATE campaigns SET coupon_redemption_count = coupon_redemption_count + $2, referral_redemption_count = referral_redemption_count + $3,
-       discount_count = discount_count + $4::numeric, discount_effect_count = discount_effect_count + $5,
-       coupon_creation_count = coupon_creation_count + $6, last_activity = COALESCE($7, last_activity)
-     WHERE id = $1`,
-    [d.campaignId, d.coupons, d.referrals, String(d.discount), d.discountEffects, d.createdCoupons, now?.toISOString() ?? null],
+    `INSERT INTO campaign_stat_deltas (campaign_id, coupons, referrals, discount, discount_effects, created_coupons, last_activity)
+     SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", $2::timestamptz
+       FROM jsonb_to_recordset($1::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`,
+    [JSON.stringify(stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }))), now?.toISOString() ?? null],
   );
 }
 
@@ -252,6 +255,7 @@ export interface RollbackOptions {
  */
 export async function rollbackCounters(tx: Queryable, counters: readonly CounterEntry[], options: RollbackOptions = {}): Promise<CounterEntry[]> {
   const remaining: CounterEntry[] = [];
+  const stats: Stats[] = [];
   const round = options.round ?? ((n: number) => n);
   const keep = options.keepCounts ?? false;
   for (const k of counters) {
@@ -289,16 +293,13 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         // Created coupons stay: they exist now, whatever happens to the session that made them.
         const discount = back(k.discount);
         const counts = keep ? 0 : -1;
-        await applyStats(
-          tx,
-          { campaignId: k.campaignId, coupons: counts * k.coupons, referrals: counts * k.referrals, discount: -discount, discountEffects: counts * k.discountEffects, createdCoupons: 0 },
-          undefined,
-        );
+        stats.push({ campaignId: k.campaignId, coupons: counts * k.coupons, referrals: counts * k.referrals, discount: -discount, discountEffects: counts * k.discountEffects, createdCoupons: 0 });
         if (keep) remaining.push({ ...k, discount: addExact(k.discount, -discount) });
         break;
       }
     }
   }
+  await appendStats(tx, stats, undefined);
   return remaining;
 }
 

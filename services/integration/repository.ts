@@ -34,7 +34,7 @@ export class StaleSessionError extends Error {
   }
 }
 
-const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
+const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
 const sessionColumns = `id, application_id, integration_id, created, updated, profile_id, store_integration_id, state,
   coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes, total,
@@ -112,6 +112,25 @@ export async function loadProfile(db: Queryable, accountId: number, integrationI
   return row ? toProfile(row) : undefined;
 }
 
+/**
+ * The profile of a session and, for a new session, whether it is the profile's first in this
+ * Application: one round trip.
+ */
+export async function loadProfileContext(
+  db: Queryable,
+  app: { accountId: number; applicationId: number },
+  profileId: string,
+  newSession: boolean,
+): Promise<{ profile: ProfileRecord | undefined; firstSession: boolean }> {
+  if (profileId === '') return { profile: undefined, firstSession: true };
+  const [row] = await db.query<{ profile: Record<string, unknown> | null; first: boolean }>(
+    `SELECT (SELECT row_to_json(p) FROM customer_profiles p WHERE p.account_id = $1 AND p.integration_id = $2) AS profile,
+            $4::boolean AND NOT EXISTS (SELECT 1 FROM customer_sessions WHERE application_id = $3 AND profile_id = $2) AS first`,
+    [app.accountId, profileId, app.applicationId, newSession],
+  );
+  return { profile: row?.profile ? toProfile(row.profile) : undefined, firstSession: row?.first ?? false };
+}
+
 /** True when the profile has no session yet in this Application (anonymous sessions always are). */
 export async function isFirstSession(db: Queryable, applicationId: number, profileId: string): Promise<boolean> {
   if (profileId === '') return true;
@@ -128,6 +147,8 @@ export interface SessionCommit {
   /** The update count the session had when it was read; 0 inserts a new session. */
   expectedUpdateCount: number;
   closing: boolean;
+  /** The profile as read before the commit (returned when the commit has no reason to write it). */
+  knownProfile?: ProfileRecord | undefined;
   /** What the profile's purchase counters change by: +1/+total on close, back on cancel, -returned on returns. */
   profileDelta?: { closedSessions: number; totalSales: number } | undefined;
   events: Array<{ type: string; attributes: Record<string, unknown>; effects: unknown[] }>;
@@ -140,29 +161,14 @@ export interface SessionCommitResult {
   events: EventRecord[];
 }
 
-/** Writes the session, its profile and its events in the caller's transaction. */
-export async function commitSession(tx: Queryable, c: SessionCommit): Promise<SessionCommitResult> {
+/**
+ * Writes the session, its profile and its events in one statement (atomic on its own, so an
+ * update that commits nothing else needs no transaction). The profile and the events are written
+ * only when the session is: a stale update count changes nothing and throws StaleSessionError.
+ */
+export async function commitSession(db: Queryable, c: SessionCommit): Promise<SessionCommitResult> {
   const s = c.session;
-  let profile: ProfileRecord | undefined;
-  if (s.profileId !== '') {
-    const [row] = await tx.query(
-      `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
-       VALUES ($1, $2, $3, $3)
-       ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity
-       RETURNING *`,
-      [c.accountId, s.profileId, c.now],
-    );
-    profile = toProfile(row!);
-    if (c.profileDelta && (c.profileDelta.closedSessions !== 0 || c.profileDelta.totalSales !== 0)) {
-      const [closed] = await tx.query(
-        `UPDATE customer_profiles SET closed_sessions = greatest(closed_sessions + $2, 0), total_sales = total_sales + $3::numeric
-          WHERE id = $1 RETURNING *`,
-        [profile.id, c.profileDelta.closedSessions, String(c.profileDelta.totalSales)],
-      );
-      profile = toProfile(closed!);
-    }
-  }
-  const values = [
+  const params: unknown[] = [
     s.applicationId,
     s.integrationId,
     s.profileId,
@@ -185,44 +191,79 @@ export async function commitSession(tx: Queryable, c: SessionCommit): Promise<Se
     JSON.stringify(s.committedEffects),
     JSON.stringify(s.committedCounters),
   ];
-  let row: Record<string, unknown> | undefined;
-  if (c.expectedUpdateCount === 0) {
-    [row] = await tx.query(
-      `INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
-         coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
-         total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
-         committed_effects, committed_counters, update_count)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb,
-         $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, $20::jsonb, $21::jsonb, 1)
-       ON CONFLICT (application_id, integration_id) DO NOTHING
-       RETURNING ${sessionColumns}`,
-      values,
-    );
-  } else {
-    [row] = await tx.query(
-      `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
-         referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::jsonb,
-         additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
-         additional_cost_total = $15::numeric, first_session = $16, effects = $17::jsonb, updated = $18,
-         closed_at = COALESCE($19, closed_at), committed_effects = $20::jsonb, committed_counters = $21::jsonb,
-         update_count = update_count + 1
-       WHERE application_id = $1 AND integration_id = $2 AND update_count = $22
-       RETURNING ${sessionColumns}`,
-      [...values, c.expectedUpdateCount],
-    );
-  }
-  if (!row) throw new StaleSessionError();
-  // All events of the update in one statement, in order.
-  const rows = c.events.length === 0 ? [] : await tx.query(
-    `INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
-     SELECT $1, $2, $3, $4, $5, e.type, e.attributes, e.effects
-       FROM ROWS FROM (jsonb_to_recordset($6::jsonb) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS e(type, attributes, effects, n)
-      ORDER BY e.n
-     RETURNING *`,
-    [s.applicationId, c.now, s.profileId, s.integrationId, s.storeIntegrationId, JSON.stringify(c.events)],
+  const $ = (value: unknown) => `$${params.push(value)}`;
+  const write =
+    c.expectedUpdateCount === 0
+      ? `INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
+           coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
+           total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
+           committed_effects, committed_counters, update_count)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb,
+           $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, $20::jsonb, $21::jsonb, 1)
+         ON CONFLICT (application_id, integration_id) DO NOTHING
+         RETURNING id, created, updated, update_count`
+      : `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
+           referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::jsonb,
+           additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
+           additional_cost_total = $15::numeric, first_session = $16, effects = $17::jsonb, updated = $18,
+           closed_at = COALESCE($19, closed_at), committed_effects = $20::jsonb, committed_counters = $21::jsonb,
+           update_count = update_count + 1
+         WHERE application_id = $1 AND integration_id = $2 AND update_count = ${$(c.expectedUpdateCount)}
+         RETURNING id, created, updated, update_count`;
+  const account = $(c.accountId);
+  const closed = $(c.profileDelta?.closedSessions ?? 0);
+  const sales = $(String(c.profileDelta?.totalSales ?? 0));
+  const events = $(JSON.stringify(c.events));
+  const known = $(c.knownProfile !== undefined);
+  const [row] = await db.query<{ session: Record<string, unknown> | null; profile: Record<string, unknown> | null; events: Array<{ id: number; created: string; type: string }> }>(
+    `WITH s AS (${write}),
+     p AS (
+       INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, closed_sessions, total_sales)
+       SELECT ${account}, $3, $18, $18, greatest(${closed}::int, 0), ${sales}::numeric FROM s WHERE $3 <> ''
+       ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity,
+         closed_sessions = greatest(customer_profiles.closed_sessions + ${closed}::int, 0),
+         total_sales = customer_profiles.total_sales + ${sales}::numeric
+       -- lastActivity is kept to the minute: most updates of a cart need not write the profile.
+       WHERE ${closed}::int <> 0 OR ${sales}::numeric <> 0 OR customer_profiles.last_activity < $18::timestamptz - interval '60 seconds'
+          OR ${known}::boolean IS NOT TRUE
+       RETURNING *
+     ),
+     e AS (
+       INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
+       SELECT $1, $18, $3, $2, $4, x.type, x.attributes, x.effects
+         FROM s, ROWS FROM (jsonb_to_recordset(${events}::jsonb) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS x(type, attributes, effects, n)
+        ORDER BY x.n
+       RETURNING id, created, type
+     )
+     SELECT (SELECT row_to_json(s) FROM s) AS session, (SELECT row_to_json(p) FROM p) AS profile,
+            (SELECT coalesce(json_agg(json_build_object('id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id), '[]'::json) FROM e) AS events`,
+    params,
   );
-  const events = rows.map(toEvent).sort((a, b) => a.id - b.id);
-  return { session: toSession(row), profile, events };
+  if (!row?.session) throw new StaleSessionError();
+  const stored = row.session;
+  const session: SessionRecord = {
+    ...s,
+    id: Number(stored.id),
+    created: iso(stored.created),
+    updated: iso(stored.updated),
+    updateCount: stored.update_count as number,
+  };
+  const byType = new Map(c.events.map((e) => [e.type, e]));
+  return {
+    session,
+    profile: row.profile ? toProfile(row.profile) : s.profileId === '' ? undefined : c.knownProfile,
+    events: row.events.map((e) => ({
+      id: Number(e.id),
+      created: iso(e.created),
+      applicationId: s.applicationId,
+      profileId: s.profileId,
+      storeIntegrationId: s.storeIntegrationId,
+      type: e.type,
+      attributes: byType.get(e.type)?.attributes ?? {},
+      sessionId: s.integrationId,
+      effects: byType.get(e.type)?.effects ?? [],
+    })),
+  };
 }
 
 export function profileView(p: ProfileRecord): Record<string, unknown> {

@@ -10,6 +10,7 @@ import {
   eventView,
   isFirstSession,
   loadProfile,
+  loadProfileContext,
   loadSession,
   profileView,
   StaleSessionError,
@@ -269,9 +270,9 @@ export class SessionService {
       return this.undoClose(app, snapshot, stored!, 'cancelled', `${this.prefix}session_cancelled`, responseContent, now, scope);
     }
     const session = applyPayload(base, payload);
-    if (!stored) session.firstSession = await isFirstSession(this.db, app.applicationId, session.profileId);
     const closing = from === 'open' && to === 'closed';
-    const profile = session.profileId ? await loadProfile(this.db, app.accountId, session.profileId) : undefined;
+    const { profile, firstSession } = await loadProfileContext(this.db, app, session.profileId, !stored);
+    if (!stored) session.firstSession = firstSession;
     const mainEvent = this.mainEventType(stored, session);
     const outcome: EvaluationOutcome | undefined =
       to === 'open' || closing
@@ -308,6 +309,7 @@ export class SessionService {
         session,
         expectedUpdateCount: stored?.updateCount ?? 0,
         closing,
+        knownProfile: profile,
         profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
@@ -316,7 +318,8 @@ export class SessionService {
       if (scope) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    return this.db.transaction(write);
+    // An update that only writes the session is one statement: no transaction needed.
+    return closing || scope ? this.db.transaction(write) : write(this.db);
   }
 
   /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */

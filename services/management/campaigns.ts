@@ -1,4 +1,5 @@
 import { badRequest, notFound } from '../shared/index.js';
+import { foldCampaignStats } from '../store/index.js';
 import { compact, iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface CampaignBody {
@@ -103,6 +104,7 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
 
 export async function listCampaigns(ctx: ManagementContext, principal: Principal, applicationId: number, query: ListQuery) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
+  await foldCampaignStats(ctx.db, applicationId);
   const { clause } = paging(query, { id: 'id', name: 'name', created: 'created', updated: 'updated', state: 'state' });
   const rows = await ctx.db.query(`SELECT * FROM campaigns WHERE application_id = $1 ${clause}`, [applicationId]);
   const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM campaigns WHERE application_id = $1`, [applicationId]);
@@ -117,6 +119,7 @@ export async function requireCampaign(ctx: ManagementContext, applicationId: num
 
 export async function getCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
+  await foldCampaignStats(ctx.db, applicationId);
   return campaignView(await requireCampaign(ctx, applicationId, campaignId));
 }
 

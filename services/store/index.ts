@@ -13,3 +13,4 @@ export { migrate, loadMigrations, type Migration } from './migrate.js';
 export function openDb(options: DbOptions): Promise<Db> {
   return options.databaseUrl ? createPostgresDb(options.databaseUrl, options) : createPgliteDb(options);
 }
+export { foldCampaignStats } from './campaign-stats.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, unwrap } from '../../sdk/index.js';
 import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
-import { insertCoupon, rule } from '../helpers/promotions.js';
+import { campaignStats, insertCoupon, rule } from '../helpers/promotions.js';
 import { postgresUp } from '../helpers/services.js';
 
 const BUSY_MESSAGE = 'Too many requests are updating this profile at the same time';
@@ -252,15 +252,15 @@ describe.skipIf(!postgresUp)('custom events (v2)', () => {
     const updates = Array.from({ length: 20 }, (_, i) =>
       patient.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: 'lee' } }, body: { attributes: { [`k${i}`]: i } } }),
     );
-    const before = (await db().query<{ coupon_creation_count: number }>(`SELECT coupon_creation_count FROM campaigns WHERE id = $1`, [shop.campaignId]))[0]!;
+    const before = await campaignStats(t.admin, shop.applicationId, shop.campaignId);
     const all = await Promise.all([...events, ...updates]);
     expect(all.map((r) => r.response.status)).toEqual(all.map(() => 200));
     const rows = await eventRows('lee');
     expect(rows).toHaveLength(50);
     expect(rows.map((r) => r.attributes.comment).sort()).toEqual(Array.from({ length: 50 }, (_, i) => `c${i}`).sort());
     expect(await db().query(`SELECT 1 FROM coupons WHERE recipient_integration_id = 'lee'`)).toHaveLength(50);
-    const [after] = await db().query<{ coupon_creation_count: number }>(`SELECT coupon_creation_count FROM campaigns WHERE id = $1`, [shop.campaignId]);
-    expect(after!.coupon_creation_count - before.coupon_creation_count).toBe(50);
+    const after = await campaignStats(t.admin, shop.applicationId, shop.campaignId);
+    expect(after.couponCreationCount! - before.couponCreationCount!).toBe(50);
     const [profile] = await db().query<{ attributes: Record<string, unknown> }>(`SELECT attributes FROM customer_profiles WHERE integration_id = 'lee'`);
     expect(Object.keys(profile!.attributes).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `k${i}`).sort());
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, unwrap } from '../../sdk/index.js';
 import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
-import { rule } from '../helpers/promotions.js';
+import { campaignStats, rule } from '../helpers/promotions.js';
 import { postgresUp } from '../helpers/services.js';
 
 const BUSY_MESSAGE = 'Too many requests are updating this profile at the same time';
@@ -107,8 +107,7 @@ describe.skipIf(!postgresUp)('customer profiles (v2)', () => {
     const events = await eventRows('bob');
     expect(events.map((e) => e.type)).toEqual(['service_profile_created', 'service_profile_updated', 'service_profile_updated']);
     expect(events[2]!.effects.map((e) => e.effectType)).toEqual(['showNotification']);
-    const [campaign] = await db().query<{ coupon_creation_count: number }>(`SELECT coupon_creation_count FROM campaigns WHERE id = $1`, [shop.campaignId]);
-    expect(campaign!.coupon_creation_count).toBeGreaterThanOrEqual(1);
+    expect((await campaignStats(t.admin, shop.applicationId, shop.campaignId)).couponCreationCount).toBeGreaterThanOrEqual(1);
   });
 
   it('persists nothing for a dry run: no profile, event or coupon rows', async () => {

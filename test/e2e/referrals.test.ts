@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresUp } from '../helpers/services.js';
 import { createIntegrationClient, setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { cart } from '../helpers/fixtures.js';
-import { addCampaign, effectSummary, hoursFromNow, rule } from '../helpers/promotions.js';
+import { addCampaign, campaignStats, effectSummary, hoursFromNow, rule } from '../helpers/promotions.js';
 
 const referralRuleset = (condition: unknown = ['referralValid']) => ({
   rules: [rule(condition, [['setDiscount', 'friend', 5]], 'referred')],
@@ -71,8 +71,7 @@ describe.skipIf(!postgresUp)('referrals', () => {
     expect(effectSummary((await put(s, 'f-1', { state: 'closed' })).effects)).toEqual(['acceptReferral', 'setDiscount']);
     const [row] = await db().query(`SELECT usage_counter FROM referrals WHERE id = $1`, [r.id]);
     expect(row).toEqual({ usage_counter: 1 });
-    const [stats] = await db().query(`SELECT referral_redemption_count FROM campaigns WHERE id = $1`, [s.campaignId]);
-    expect(stats).toEqual({ referral_redemption_count: 1 });
+    expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ referralRedemptionCount: 1 });
     // Fred was referred in this campaign: a second code of it is refused.
     const second = await refer(s, { campaignId: s.campaignId, advocateProfileIntegrationId: 'bea' });
     expect(effectSummary((await put(s, 'f-2', cart([20], { profileId: 'fred', referralCode: second.code }))).effects)).toEqual(['rejectReferral:ReferralCustomerAlreadyReferred']);

@@ -72,3 +72,15 @@ export const hoursFromNow = (h: number) => new Date(Date.now() + h * 3600_000).t
 /** Effect types with their rejection reasons, e.g. `rejectCoupon:CouponNotFound`. */
 export const effectSummary = (effects: Array<{ effectType: string; props: Record<string, unknown> }>) =>
   effects.map((e) => (e.props.rejectionReason ? `${e.effectType}:${String(e.props.rejectionReason)}` : e.effectType));
+
+/** A campaign's statistics as the Management API shows them. */
+export async function campaignStats(admin: ManagementClient, applicationId: number, campaignId: number) {
+  const c = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}', { params: { path: { applicationId, campaignId } } }));
+  return {
+    couponRedemptionCount: c.couponRedemptionCount,
+    referralRedemptionCount: c.referralRedemptionCount,
+    discountCount: c.discountCount,
+    discountEffectCount: c.discountEffectCount,
+    couponCreationCount: c.couponCreationCount,
+  };
+}

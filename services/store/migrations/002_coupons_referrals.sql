@@ -78,6 +78,20 @@ CREATE TABLE limit_counters (
   PRIMARY KEY (campaign_id, coupon_id, action, period, entity)
 );
 
+-- Campaign statistics change with every close: each commit appends its change here (appends never
+-- wait on each other) and the changes are folded into campaigns in the background and before reads.
+CREATE TABLE campaign_stat_deltas (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  campaign_id integer NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+  coupons integer NOT NULL DEFAULT 0,
+  referrals integer NOT NULL DEFAULT 0,
+  discount numeric NOT NULL DEFAULT 0,
+  discount_effects integer NOT NULL DEFAULT 0,
+  created_coupons integer NOT NULL DEFAULT 0,
+  last_activity timestamptz
+);
+CREATE INDEX campaign_stat_deltas_campaign ON campaign_stat_deltas (campaign_id);
+
 -- Returns with runRuleEngine=true evaluate again only the campaigns that ask for it.
 ALTER TABLE campaigns ADD COLUMN reevaluate_on_return boolean NOT NULL DEFAULT false;
 
