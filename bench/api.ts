@@ -203,7 +203,7 @@ async function main(): Promise<void> {
   const schema = `bench_api_${process.pid}_${Date.now().toString(36)}`;
 
   const { default: express } = await import('express');
-  const { default: postgres } = await import('postgres');
+  const { createPostgresDb } = await import('../services/store/index.js');
   const { startNode } = await import('../cluster/index.js');
   const { login, unwrap } = await import('../sdk/index.js');
 
@@ -211,8 +211,8 @@ async function main(): Promise<void> {
   let bare: http.Server | undefined;
   let node: Awaited<ReturnType<typeof startNode>> | undefined;
   const dropSchema = async () => {
-    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-    await sql.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => sql.end());
+    const db = await createPostgresDb(databaseUrl, { maxConnections: 1 });
+    await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => db.close());
   };
   // Ctrl-C: still leave no schema behind.
   process.once('SIGINT', () => {

@@ -320,3 +320,18 @@ export function compileExpression(expr: unknown, extraRoots: readonly string[] =
   if (issues.length > 0) throw new RuleCompileError(issues);
   return fn;
 }
+
+/**
+ * Whether a ruleset reads the Profile root (a path from `Profile`, or `inAudience`, which reads its
+ * audiences): when none of the candidates does, a session update need not load the profile.
+ */
+export function readsProfile(spec: RulesetSpec): boolean {
+  const visit = (node: unknown): boolean => {
+    if (!Array.isArray(node)) return node !== null && typeof node === 'object' && Object.values(node).some(visit);
+    const [op, first] = node as unknown[];
+    if ((op === '.' || op === '.|') && first === 'Profile') return true;
+    if (op === 'inAudience') return true;
+    return node.some(visit);
+  };
+  return visit(spec.rules) || visit(spec.bindings);
+}

@@ -147,8 +147,12 @@ export interface SessionCommit {
   /** The update count the session had when it was read; 0 inserts a new session. */
   expectedUpdateCount: number;
   closing: boolean;
-  /** The profile as read before the commit (returned when the commit has no reason to write it). */
+  /**
+   * The profile as read before the commit, if it was; returned when the commit has no reason to
+   * write it. Without it, the commit writes (and returns) the profile only when `profileNeeded`.
+   */
   knownProfile?: ProfileRecord | undefined;
+  profileNeeded?: boolean;
   /** What the profile's purchase counters change by: +1/+total on close, back on cancel, -returned on returns. */
   profileDelta?: { closedSessions: number; totalSales: number } | undefined;
   events: Array<{ type: string; attributes: Record<string, unknown>; effects: unknown[] }>;
@@ -211,32 +215,55 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
          WHERE application_id = $1 AND integration_id = $2 AND update_count = ${$(c.expectedUpdateCount)}
          RETURNING id, created, updated, update_count`;
   const account = $(c.accountId);
-  const closed = $(c.profileDelta?.closedSessions ?? 0);
-  const sales = $(String(c.profileDelta?.totalSales ?? 0));
-  const events = $(JSON.stringify(c.events));
-  const known = $(c.knownProfile !== undefined);
-  const [row] = await db.query<{ session: Record<string, unknown> | null; profile: Record<string, unknown> | null; events: Array<{ id: number; created: string; type: string }> }>(
-    `WITH s AS (${write}),
-     p AS (
+  const eventRows = c.events.map((e, i) => `(${$(e.type)}::text, ${$(JSON.stringify(e.attributes))}::jsonb, ${$(JSON.stringify(e.effects))}::jsonb, ${i})`);
+  // The profile. With counters to change (close, cancel, returns) it is upserted. Otherwise it is
+  // updated only when its lastActivity is a minute old or the caller needs the row back, and
+  // inserted when missing: index probes cost far less than an upsert, which locks (and logs) the
+  // row even when it changes nothing.
+  const counting = (c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0;
+  const closed = counting ? $(c.profileDelta!.closedSessions) : '';
+  const sales = counting ? $(String(c.profileDelta!.totalSales)) : '';
+  const needed = counting ? '' : $(c.knownProfile === undefined && c.profileNeeded === true);
+  const profileSql = counting
+    ? `pu AS (
        INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, closed_sessions, total_sales)
        SELECT ${account}, $3, $18, $18, greatest(${closed}::int, 0), ${sales}::numeric FROM s WHERE $3 <> ''
        ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity,
          closed_sessions = greatest(customer_profiles.closed_sessions + ${closed}::int, 0),
          total_sales = customer_profiles.total_sales + ${sales}::numeric
-       -- lastActivity is kept to the minute: most updates of a cart need not write the profile.
-       WHERE ${closed}::int <> 0 OR ${sales}::numeric <> 0 OR customer_profiles.last_activity < $18::timestamptz - interval '60 seconds'
-          OR ${known}::boolean IS NOT TRUE
        RETURNING *
      ),
+     pi AS (SELECT * FROM pu WHERE false)`
+    : `pu AS (
+       UPDATE customer_profiles SET last_activity = $18
+        WHERE account_id = ${account} AND integration_id = $3 AND $3 <> '' AND EXISTS (SELECT 1 FROM s)
+          AND (${needed}::boolean OR last_activity < $18::timestamptz - interval '60 seconds')
+       RETURNING *
+     ),
+     pi AS (
+       INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
+       SELECT ${account}, $3, $18, $18 FROM s
+        WHERE $3 <> '' AND NOT EXISTS (SELECT 1 FROM customer_profiles WHERE account_id = ${account} AND integration_id = $3)
+       ON CONFLICT (account_id, integration_id) DO NOTHING
+       RETURNING *
+     )`;
+  const [row] = await db.query<{ session: Record<string, unknown> | null; profile: Record<string, unknown> | null; events: Array<{ id: number; created: string; type: string }> }>(
+    `WITH s AS (${write}),
+     ${profileSql}${
+       eventRows.length === 0
+         ? ''
+         : `,
      e AS (
        INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
-       SELECT $1, $18, $3, $2, $4, x.type, x.attributes, x.effects
-         FROM s, ROWS FROM (jsonb_to_recordset(${events}::jsonb) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS x(type, attributes, effects, n)
-        ORDER BY x.n
+       SELECT $1, $18, $3, $2, $4, v.type, v.attributes, v.effects
+         FROM s, (VALUES ${eventRows.join(', ')}) AS v(type, attributes, effects, n)
+        ORDER BY v.n
        RETURNING id, created, type
-     )
-     SELECT (SELECT row_to_json(s) FROM s) AS session, (SELECT row_to_json(p) FROM p) AS profile,
-            (SELECT coalesce(json_agg(json_build_object('id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id), '[]'::json) FROM e) AS events`,
+     )`
+     }
+     SELECT (SELECT row_to_json(s) FROM s) AS session,
+            coalesce((SELECT row_to_json(pu) FROM pu), (SELECT row_to_json(pi) FROM pi)) AS profile,
+            ${eventRows.length === 0 ? `'[]'::json` : `(SELECT coalesce(json_agg(json_build_object('id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id), '[]'::json) FROM e)`} AS events`,
     params,
   );
   if (!row?.session) throw new StaleSessionError();
@@ -251,7 +278,11 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
   const byType = new Map(c.events.map((e) => [e.type, e]));
   return {
     session,
-    profile: row.profile ? toProfile(row.profile) : s.profileId === '' ? undefined : c.knownProfile,
+    profile: row.profile
+      ? toProfile(row.profile)
+      : s.profileId === ''
+        ? undefined
+        : (c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined)),
     events: row.events.map((e) => ({
       id: Number(e.id),
       created: iso(e.created),

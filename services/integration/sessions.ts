@@ -271,7 +271,13 @@ export class SessionService {
     }
     const session = applyPayload(base, payload);
     const closing = from === 'open' && to === 'closed';
-    const { profile, firstSession } = await loadProfileContext(this.db, app, session.profileId, !stored);
+    // The profile is read only when something needs it: a new session (is it the first?), the
+    // response, or a campaign whose rules read it.
+    const snapshotBefore = await this.snapshots.get(app.applicationId);
+    const profileNeeded = !stored || responseContent.has('customerProfile') || snapshotBefore.campaigns.some((c) => c.readsProfile);
+    const { profile, firstSession } = profileNeeded
+      ? await loadProfileContext(this.db, app, session.profileId, !stored)
+      : { profile: undefined, firstSession: false };
     if (!stored) session.firstSession = firstSession;
     const mainEvent = this.mainEventType(stored, session);
     const outcome: EvaluationOutcome | undefined =
@@ -310,6 +316,7 @@ export class SessionService {
         expectedUpdateCount: stored?.updateCount ?? 0,
         closing,
         knownProfile: profile,
+        profileNeeded: responseContent.has('customerProfile'),
         profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),

@@ -1,4 +1,4 @@
-import type { CampaignInput, RulesetSpec } from '../engine/index.js';
+import { readsProfile, type CampaignInput, type RulesetSpec } from '../engine/index.js';
 import type { ConfigEvents } from '../shared/index.js';
 import { notFound } from '../shared/index.js';
 import type { Db } from '../store/index.js';
@@ -34,6 +34,8 @@ export interface CampaignSnapshot extends CampaignInput {
   endTime: Date | null;
   description: string;
   features: string[];
+  /** The ruleset reads the Profile root (see engine readsProfile). */
+  readsProfile: boolean;
 }
 
 export interface AppSnapshot {
@@ -137,6 +139,7 @@ export class SnapshotCache {
         ...(r.referral_settings ? { referralSettings: r.referral_settings as CampaignInput['referralSettings'] } : {}),
         rulesetId: r.ruleset_id as number,
         ruleset: { rules: r.rules, bindings: r.bindings } as RulesetSpec,
+        readsProfile: readsProfile({ rules: r.rules, bindings: r.bindings } as RulesetSpec),
       });
     }
     return { application, campaigns, loadedAt: Date.now() };

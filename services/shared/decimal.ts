@@ -8,6 +8,14 @@ const TEN = 10n;
 /** The number as an integer count of 10^-9 units, rounded half away from zero past 9 digits. */
 export function toScaled(n: number): bigint {
   if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
+  // Fast path: below 1e6 the float product is within 0.1 of the exact scaled decimal; when it is
+  // also within 0.25 of an integer, that integer is what the decimal reading below gives (amounts
+  // with at most nine decimals always are; ties past nine digits take the slow path).
+  if (Math.abs(n) < 1e6) {
+    const x = Math.abs(n) * 1e9;
+    const scaled = Math.round(x);
+    if (Math.abs(x - scaled) < 0.25) return BigInt(n < 0 ? -scaled : scaled);
+  }
   const text = String(n).toLowerCase();
   const [mantissa = '0', exponent = '0'] = text.split('e');
   const negative = mantissa.startsWith('-');

@@ -3,17 +3,19 @@ import { assertSchemaName, type Db, type DbOptions, type Queryable, type Row } f
 
 /** The server adapter: a postgres.js pool. int8 is read as a JS number; numeric stays a string. */
 export async function createPostgresDb(url: string, options: DbOptions = {}): Promise<Db> {
+  const target = connectionOf(url);
   const schema = options.schema;
   if (schema !== undefined) {
     assertSchemaName(schema);
-    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    const admin = postgres(target.url, { ...target.options, max: 1, onnotice: () => {} });
     try {
       await admin.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     } finally {
       await admin.end();
     }
   }
-  const sql = postgres(url, {
+  const sql = postgres(target.url, {
+    ...target.options,
     max: options.maxConnections ?? 10,
     onnotice: () => {},
     types: {
@@ -63,4 +65,13 @@ export async function createPostgresDb(url: string, options: DbOptions = {}): Pr
     },
     close: () => sql.end({ timeout: 5 }),
   };
+}
+
+/** libpq's form for a Unix socket, postgres://user@localhost/db?host=/var/run/postgresql, for postgres.js. */
+function connectionOf(url: string): { url: string; options: { host?: string } } {
+  const parsed = new URL(url);
+  const socketDir = parsed.searchParams.get('host');
+  if (!socketDir) return { url, options: {} };
+  parsed.searchParams.delete('host');
+  return { url: parsed.toString(), options: { host: socketDir } };
 }

@@ -95,6 +95,11 @@ CREATE INDEX campaign_stat_deltas_campaign ON campaign_stat_deltas (campaign_id)
 -- Returns with runRuleEngine=true evaluate again only the campaigns that ask for it.
 ALTER TABLE campaigns ADD COLUMN reevaluate_on_return boolean NOT NULL DEFAULT false;
 
+-- Sessions and profiles are updated in place many times: room left on each page lets PostgreSQL
+-- keep a new version beside the old one without touching the indexes (HOT updates).
+ALTER TABLE customer_sessions SET (fillfactor = 70);
+ALTER TABLE customer_profiles SET (fillfactor = 80);
+
 -- Effects committed by a session (on close, or at once for profile updates and events) and not
 -- yet rolled back: what cancel, returns and reopen undo.
 ALTER TABLE customer_sessions ADD COLUMN committed_effects jsonb NOT NULL DEFAULT '[]'::jsonb;
