@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkRuleset, compileRuleset, RuleCompileError, type RuleSpec, type RulesetSpec } from '../../services/engine/index.js';
+import { checkRuleset, compileRuleset, readsProfile, RuleCompileError, type RuleSpec, type RulesetSpec } from '../../services/engine/index.js';
 
 const rule = (overrides: Partial<RuleSpec> = {}): RuleSpec => ({
   title: 'rule',
@@ -134,5 +134,21 @@ describe('compileRuleset', () => {
   it('collects every issue of a ruleset in one pass', () => {
     const issues = checkRuleset(ruleset({ rules: [rule({ condition: ['x'] }), rule({ condition: ['.', 'Y'] }), rule({ condition: [1] })] }));
     expect(issues.map((i) => i.ruleIndex)).toEqual([0, 1, 2]);
+  });
+});
+
+describe('readsProfile', () => {
+  const spec = (condition: unknown, bindings: unknown[] = []): RulesetSpec => ({ rules: [{ title: 't', condition, effects: [] }], bindings: bindings as RulesetSpec['bindings'] });
+
+  it('finds Profile paths, fallbacks and audiences anywhere in rules and bindings', () => {
+    expect(readsProfile(spec(['=', ['.', 'Profile', 'Attributes', 'tier'], 'gold']))).toBe(true);
+    expect(readsProfile(spec(['and', true, ['>', ['.|', 'Profile', 'ClosedSessions', 0], 3]]))).toBe(true);
+    expect(readsProfile(spec(['inAudience', 7]))).toBe(true);
+    expect(readsProfile(spec(true, [{ name: 'p', expression: ['.', 'Profile'] }]))).toBe(true);
+  });
+
+  it('is false for rules that read only the session and other roots', () => {
+    expect(readsProfile(spec(['>', ['.', 'Session', 'Total'], 100]))).toBe(false);
+    expect(readsProfile(spec(['=', ['.', 'Session', 'Attributes', 'Profile'], 'Profile']))).toBe(false);
   });
 });
