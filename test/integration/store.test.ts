@@ -66,3 +66,16 @@ describe.each(adapters)('Db (%s adapter)', (adapter) => {
     expect(names).not.toContain('inside');
   });
 });
+
+describe.skipIf(!postgresUp)('postgres adapter connection', () => {
+  it('connects over the Unix socket named by ?host=, as libpq does', async () => {
+    const { createPostgresDb } = await import('../../services/store/index.js');
+    const db = await createPostgresDb('postgres://postgres@localhost/test?host=/var/run/postgresql', { maxConnections: 1 });
+    try {
+      const [row] = await db.query<{ local: boolean }>(`SELECT inet_server_addr() IS NULL AS local`);
+      expect(row).toEqual({ local: true });
+    } finally {
+      await db.close();
+    }
+  });
+});
