@@ -1,6 +1,5 @@
 import type { EventService, ProfileService, ReferralService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
-import { AppError } from '../shared/index.js';
 import type { ActorHandlers } from './local-port.js';
 
 export interface IntegrationServices {
@@ -10,9 +9,6 @@ export interface IntegrationServices {
   events: EventService;
 }
 
-const notYet = (what: string) => async (): Promise<never> => {
-  throw new AppError('unavailable', `${what} is not available on this node`);
-};
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {

@@ -2,15 +2,10 @@
 // operations: thin calls into the IntegrationPort, each running in its profile's (or session's)
 // actor. v1 bodies are mapped to the v2 ones here; the actor side answers v1 calls in v1 shapes.
 import type { AppRef, IntegrationPort, JsonObject } from '../actors/port.js';
-import { AppError, badRequest } from '../shared/index.js';
-import type { RouteHandler, RouteInput } from './app.js';
+import { AppError, badRequest, mapLimited } from '../shared/index.js';
+import type { RouteHandler } from './app.js';
+import { idempotencyKeyOf, served } from './integration-routes.js';
 
-const served = (node: string) => ({ 'X-Perkline-Node': node });
-
-const idempotencyKeyOf = (headers: RouteInput['headers']): string | undefined => {
-  const v = headers['idempotency-key'];
-  return typeof v === 'string' ? v : undefined;
-};
 
 /** Profiles updated at once by one bulk request (each in its own actor). */
 const BULK_CONCURRENCY = 16;
@@ -121,19 +116,6 @@ export function customerHandlers(port: IntegrationPort): Record<string, RouteHan
   };
 }
 
-/** Runs fn over items with at most `limit` in flight, keeping their order. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 
 /** A profile busy with other clients' calls (409) is tried again a few times before giving up. */
 async function withConflictRetries<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {

@@ -1,28 +1,16 @@
 import type { AppRef, IntegrationPort } from '../actors/port.js';
+import { mapLimited } from '../shared/index.js';
 import type { RouteHandler, RouteInput } from './app.js';
 import { customerHandlers } from './customer-routes.js';
 
-const served = (node: string) => ({ 'X-Perkline-Node': node });
+export const served = (node: string) => ({ 'X-Perkline-Node': node });
 
 /** The Idempotency-Key header of a v2 write, when sent. */
-const idempotencyKeyOf = (headers: RouteInput['headers']): string | undefined => {
+export const idempotencyKeyOf = (headers: RouteInput['headers']): string | undefined => {
   const v = headers['idempotency-key'];
   return typeof v === 'string' ? v : undefined;
 };
 
-/** Runs fn over items with at most `limit` in flight, keeping their order. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 
 /** Integration API v2 handlers: thin calls into the IntegrationPort (the cluster router). */
 export function integrationHandlers(port: IntegrationPort): Record<string, RouteHandler> {

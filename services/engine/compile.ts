@@ -1,7 +1,7 @@
 // The compiler: a ruleset's JSON expressions become closures once; every problem that can be seen
 // without data (unknown operator, arity, literal types, unknown root, block shape) is reported
 // with the JSON pointer of the offending node.
-import { FailedBinding, type Block, type Env, type Fn } from './runtime.js';
+import { FailedBinding, type Block, type Fn } from './runtime.js';
 import { literalFits, operators, type ArgKind } from './operators.js';
 import { EvalError, RuleCompileError, type RuleCompileIssue, type RulesetSpec } from './types.js';
 import { typeName } from './values.js';

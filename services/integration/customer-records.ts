@@ -4,38 +4,10 @@
 import type { Effect, EvaluationResult } from '../engine/index.js';
 import type { JsonObject } from '../actors/port.js';
 import type { Queryable } from '../store/index.js';
-import { eventView, profileView, type EventRecord, type ProfileRecord } from './repository.js';
+import { eventView, profileView, toEvent as eventOf, toProfile as profileOf, type EventRecord, type ProfileRecord } from './repository.js';
+
+export { profileOf };
 import type { AppSnapshot } from './snapshot.js';
-
-const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
-
-export function profileOf(r: Record<string, unknown>): ProfileRecord {
-  return {
-    id: Number(r.id),
-    accountId: r.account_id as number,
-    integrationId: r.integration_id as string,
-    created: iso(r.created),
-    lastActivity: iso(r.last_activity),
-    attributes: (r.attributes as Record<string, unknown>) ?? {},
-    closedSessions: r.closed_sessions as number,
-    totalSales: Number(r.total_sales),
-    sandbox: r.sandbox as boolean,
-  };
-}
-
-export function eventOf(r: Record<string, unknown>): EventRecord {
-  return {
-    id: Number(r.id),
-    created: iso(r.created),
-    applicationId: r.application_id as number,
-    profileId: r.profile_id as string,
-    storeIntegrationId: r.store_integration_id as string,
-    type: r.type as string,
-    attributes: (r.attributes as Record<string, unknown>) ?? {},
-    sessionId: r.session_id as string,
-    effects: (r.effects as unknown[]) ?? [],
-  };
-}
 
 /**
  * Creates the profile or merges `attributes` into the stored ones, key by key, in one statement

@@ -2,12 +2,24 @@
 // snapshot and facts in, the engine's result out (with the facts, which the commit needs).
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
 import { uuid } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import type { Clock, Logger } from '../shared/index.js';
+import type { Db, Queryable } from '../store/index.js';
 import type { CounterEntry } from './commit-effects.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
 import { sessionRoot, type SessionRecord } from './session-model.js';
 import { candidateCampaigns, type AppSnapshot, type SnapshotCache } from './snapshot.js';
+
+/** What every Integration use case (sessions, profiles, events) is built with. */
+export interface IntegrationServiceOptions {
+  db: Db;
+  snapshots: SnapshotCache;
+  evaluator: Evaluator;
+  clock?: Clock;
+  /** Prefix of built-in event names (default `service_`). */
+  eventPrefix?: string;
+  logger?: Logger;
+}
 
 /** What evaluates campaigns: inline or in the worker pool (services/engine createEvaluator). */
 export interface Evaluator {

@@ -19,22 +19,13 @@ import {
   profileOf,
   unsavedEvent,
 } from './customer-records.js';
-import { CampaignEvaluation, type Evaluator } from './evaluation.js';
+import { CampaignEvaluation, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
 import { emptySession, sessionView, type SessionRecord } from './session-model.js';
-import type { SnapshotCache } from './snapshot.js';
 
-export interface EventServiceOptions {
-  db: Db;
-  snapshots: SnapshotCache;
-  evaluator: Evaluator;
-  clock?: Clock;
-  /** Prefix of built-in event names (default `service_`): custom event types may not start with it. */
-  eventPrefix?: string;
-  logger?: Logger;
-}
+export type EventServiceOptions = IntegrationServiceOptions;
 
 /** The body of `POST /v2/events` (and of `/v1/events`, which has a subset of its fields). */
 export interface EventRequest {

@@ -16,21 +16,14 @@ import {
   unsavedEvent,
   upsertProfile,
 } from './customer-records.js';
-import { CampaignEvaluation, type Evaluator } from './evaluation.js';
+import { CampaignEvaluation, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { loadProfile, type ProfileRecord } from './repository.js';
 import { emptySession } from './session-model.js';
 import type { SnapshotCache } from './snapshot.js';
 
-export interface ProfileServiceOptions {
-  db: Db;
-  snapshots: SnapshotCache;
-  evaluator: Evaluator;
-  clock?: Clock;
-  /** Prefix of built-in event names (default `service_`), as for sessions. */
-  eventPrefix?: string;
-  logger?: Logger;
+export interface ProfileServiceOptions extends IntegrationServiceOptions {
   /**
    * Told which sessions a customer data deletion changed, so that the node can drop the session
    * actors' cached copies (the commit's update-count check already keeps a stale copy from being

@@ -68,31 +68,31 @@ function toSession(r: Record<string, unknown>): SessionRecord {
   };
 }
 
-function toProfile(r: Record<string, unknown>): ProfileRecord {
+export function toProfile(r: Record<string, unknown>): ProfileRecord {
   return {
-    id: r.id as number,
+    id: Number(r.id),
     accountId: r.account_id as number,
     integrationId: r.integration_id as string,
     created: iso(r.created),
     lastActivity: iso(r.last_activity),
-    attributes: r.attributes as Record<string, unknown>,
+    attributes: (r.attributes as Record<string, unknown>) ?? {},
     closedSessions: r.closed_sessions as number,
     totalSales: Number(r.total_sales),
     sandbox: r.sandbox as boolean,
   };
 }
 
-function toEvent(r: Record<string, unknown>): EventRecord {
+export function toEvent(r: Record<string, unknown>): EventRecord {
   return {
-    id: r.id as number,
+    id: Number(r.id),
     created: iso(r.created),
     applicationId: r.application_id as number,
     profileId: r.profile_id as string,
     storeIntegrationId: r.store_integration_id as string,
     type: r.type as string,
-    attributes: r.attributes as Record<string, unknown>,
+    attributes: (r.attributes as Record<string, unknown>) ?? {},
     sessionId: r.session_id as string,
-    effects: r.effects as unknown[],
+    effects: (r.effects as unknown[]) ?? [],
   };
 }
 

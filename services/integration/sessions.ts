@@ -3,18 +3,18 @@ import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type 
 import { addExact, badRequest, notFound, systemClock, type Clock, type Logger, silentLogger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
-import { CampaignEvaluation, type EvaluationOutcome, type Evaluator } from './evaluation.js';
+import { integrationState, previewCreated } from './customer-records.js';
+import { CampaignEvaluation, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
-  eventView,
   isFirstSession,
   loadProfile,
   loadProfileContext,
   loadSession,
-  profileView,
   StaleSessionError,
   type EventRecord,
+  type ProfileRecord,
   type SessionCommitResult,
 } from './repository.js';
 import { applyPayload, checkTransition, emptySession, sessionView, withTotals, type CartItem, type SessionPayload, type SessionRecord } from './session-model.js';
@@ -22,15 +22,7 @@ import type { AppSnapshot, SnapshotCache } from './snapshot.js';
 
 export type { Evaluator } from './evaluation.js';
 
-export interface SessionServiceOptions {
-  db: Db;
-  snapshots: SnapshotCache;
-  evaluator: Evaluator;
-  clock?: Clock;
-  /** Prefix of built-in event names (default `service_`). */
-  eventPrefix?: string;
-  logger?: Logger;
-}
+export type SessionServiceOptions = IntegrationServiceOptions;
 
 export interface SessionUpdateOutcome {
   state: JsonObject;
@@ -146,11 +138,11 @@ export class SessionService {
         effects,
       });
       const returnRecord = { returnedCartItems: returned.map((r) => ({ position: r.position, quantity: r.quantity })), amount };
-      const state = (c: SessionRecord, event: EventRecord | undefined, previous: unknown[]) =>
-        this.stateOf(snapshot, c, undefined, event, { ...EMPTY_RESULT, effects }, responseContent, { returned: returnRecord }, previous);
+      const state = (c: SessionRecord, profile: ProfileRecord | undefined, event: EventRecord | undefined, previous: unknown[]) =>
+        this.stateOf(snapshot, c, profile, event, { ...EMPTY_RESULT, effects }, responseContent, { returned: returnRecord }, previous);
       if (call.dry) {
         const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
-        return { state: { ...state(session, undefined, []), ...(responseContent.has('customerProfile') && profile ? { customerProfile: profileView(profile) } : {}) } };
+        return { state: state(session, profile, undefined, []) };
       }
       const write = async (t: Queryable) => {
         session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], { share: (id) => shares.get(id) ?? share, keepCounts: true, round });
@@ -171,10 +163,7 @@ export class SessionService {
           `SELECT id, created, returned_cart_items, amount, effects FROM session_returns WHERE application_id = $1 AND session_id = $2 ORDER BY id`,
           [call.app.applicationId, stored.integrationId],
         );
-        const out = {
-          ...state(c.session, c.events[0], previous.slice(0, -1).map(returnView)),
-          ...(responseContent.has('customerProfile') ? { customerProfile: c.profile ? profileView(c.profile) : null } : {}),
-        };
+        const out = state(c.session, c.profile, c.events[0], previous.slice(0, -1).map(returnView));
         if (scope) await remember(t, scope, out, this.clock);
         return { state: out, committed: c.session };
       };
@@ -248,7 +237,7 @@ export class SessionService {
     const closing = (stored?.state ?? 'open') === 'open' && session.state === 'closed';
     // What a close would create, shown but not stored.
     const created = closing ? previewCreated(result.effects) : {};
-    return this.stateOf(result.snapshot, session, profile && profileView(profile), event, result, responseContent, created, undefined, result);
+    return this.stateOf(result.snapshot, session, profile, event, result, responseContent, created, undefined, result);
   }
 
   private async updateOnce(
@@ -373,8 +362,7 @@ export class SessionService {
     outcome: EvaluationOutcome | undefined,
   ): JsonObject {
     const event = committed.events.find((e) => e.type === mainEvent) ?? committed.events[committed.events.length - 1]!;
-    const profileOut = committed.profile ? profileView(committed.profile) : undefined;
-    return this.stateOf(snapshot, committed.session, profileOut, event, result, responseContent, extras, undefined, outcome);
+    return this.stateOf(snapshot, committed.session, committed.profile, event, result, responseContent, extras, undefined, outcome);
   }
 
   /**
@@ -431,11 +419,11 @@ export class SessionService {
     return t;
   }
 
-  /** IntegrationStateV2 (addendum, Shapes): effects, createdCoupons, createdReferrals always; the rest on request. */
-  stateOf(
+  /** IntegrationStateV2 of a session call: the shared shape plus the session's own keys. */
+  private stateOf(
     snapshot: AppSnapshot,
     session: SessionRecord,
-    profile: JsonObject | undefined,
+    profile: ProfileRecord | undefined,
     event: EventRecord | undefined,
     result: EvaluationResult,
     responseContent: Set<string>,
@@ -443,34 +431,23 @@ export class SessionService {
     previousReturns?: unknown[],
     outcome?: EvaluationOutcome,
   ): JsonObject {
-    const state: JsonObject = { effects: result.effects, createdCoupons: extras.createdCoupons ?? [], createdReferrals: extras.createdReferrals ?? [] };
-    if (responseContent.has('customerSession')) state.customerSession = sessionView(session);
-    if (responseContent.has('customerProfile')) state.customerProfile = profile ?? null;
-    if (responseContent.has('event') && event) state.event = eventView(event);
-    if (responseContent.has('ruleFailureReasons')) state.ruleFailureReasons = result.ruleFailureReasons;
-    if (responseContent.has('coupons')) state.coupons = outcome?.loaded.facts.coupons?.map((c) => ({ id: c.id, value: c.value, campaignId: c.campaignId, usageCounter: c.usageCounter, usageLimit: c.usageLimit, attributes: c.attributes })) ?? [];
-    // Loyalty programs arrive with their own issue; until then a session has no cards and no programs.
-    if (responseContent.has('loyalty')) state.loyalty = { cards: [], programs: {} };
-    if (responseContent.has('referral')) state.referral = outcome?.loaded.facts.referral ? { ...outcome.loaded.facts.referral } : null;
-    if (extras.returned) state.return = extras.returned;
-    if (previousReturns && responseContent.has('previousReturns')) state.previousReturns = previousReturns;
-    if (responseContent.has('triggeredCampaigns')) {
-      const ids = new Set(result.triggeredCampaignIds);
-      state.triggeredCampaigns = snapshot.campaigns
-        .filter((c) => ids.has(c.id))
-        .map((c) => ({
-          id: c.id,
-          applicationId: c.applicationId,
-          name: c.name,
-          description: c.description,
-          tags: c.tags,
-          attributes: c.attributes,
-          state: c.state,
-          activeRulesetId: c.rulesetId,
-          features: c.features,
-        }));
+    const extra: JsonObject = {};
+    if (responseContent.has('customerSession')) extra.customerSession = sessionView(session);
+    if (responseContent.has('coupons')) {
+      extra.coupons = outcome?.loaded.facts.coupons?.map((c) => ({ id: c.id, value: c.value, campaignId: c.campaignId, usageCounter: c.usageCounter, usageLimit: c.usageLimit, attributes: c.attributes })) ?? [];
     }
-    return state;
+    if (responseContent.has('referral')) extra.referral = outcome?.loaded.facts.referral ? { ...outcome.loaded.facts.referral } : null;
+    if (extras.returned) extra.return = extras.returned;
+    if (previousReturns && responseContent.has('previousReturns')) extra.previousReturns = previousReturns;
+    return integrationState(responseContent, {
+      snapshot,
+      result,
+      profile,
+      event,
+      createdCoupons: extras.createdCoupons ?? [],
+      createdReferrals: extras.createdReferrals ?? [],
+      extra,
+    });
   }
 }
 
@@ -541,14 +518,6 @@ function returnView(r: Record<string, unknown>): Record<string, unknown> {
     returnedCartItems: r.returned_cart_items,
     amount: Number(r.amount),
     effects: r.effects,
-  };
-}
-
-/** A dry close shows what it would create. */
-function previewCreated(effects: readonly Effect[]): Extras {
-  return {
-    createdCoupons: effects.filter((e) => e.effectType === 'couponCreated').map((e) => ({ campaignId: e.campaignId, ...e.props })),
-    createdReferrals: effects.filter((e) => e.effectType === 'referralCreated').map((e) => ({ campaignId: e.campaignId, code: e.props.value, ...e.props })),
   };
 }
 

@@ -6,3 +6,4 @@ export * from './clock.js';
 export * from './ids.js';
 export * from './decimal.js';
 export * from './config-events.js';
+export { mapLimited } from './concurrency.js';
