@@ -1,8 +1,7 @@
 // One evaluation of an Application's campaigns for a session, a profile update or an event:
 // snapshot and facts in, the engine's result out (with the facts, which the commit needs).
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
-import { uuid } from '../shared/index.js';
-import type { Clock, Logger } from '../shared/index.js';
+import { silentLogger, systemClock, uuid, type Clock, type Logger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import type { CounterEntry } from './commit-effects.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
@@ -19,6 +18,26 @@ export interface IntegrationServiceOptions {
   /** Prefix of built-in event names (default `service_`). */
   eventPrefix?: string;
   logger?: Logger;
+}
+
+/** The parts every Integration use case works with, made once from its options. */
+export abstract class IntegrationService {
+  protected readonly db: Db;
+  protected readonly snapshots: SnapshotCache;
+  protected readonly evaluation: CampaignEvaluation;
+  protected readonly clock: Clock;
+  /** Prefix of built-in event names. */
+  readonly prefix: string;
+  protected readonly logger: Logger;
+
+  constructor(options: IntegrationServiceOptions) {
+    this.db = options.db;
+    this.snapshots = options.snapshots;
+    this.evaluation = new CampaignEvaluation(options.db, options.snapshots, options.evaluator);
+    this.clock = options.clock ?? systemClock;
+    this.prefix = options.eventPrefix ?? 'service_';
+    this.logger = options.logger ?? silentLogger;
+  }
 }
 
 /** What evaluates campaigns: inline or in the worker pool (services/engine createEvaluator). */

@@ -8,8 +8,8 @@
 // evaluated with Event {Type, Attributes} and the session as the Session root; its effects are
 // committed at once (rules.md 7) and the event row keeps them.
 import type { JsonObject, TrackEventCall } from '../actors/port.js';
-import { badRequest, silentLogger, systemClock, type Clock, type Logger } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+import { badRequest } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
 import { commitEffects, CommitRaceError } from './commit-effects.js';
 import {
   insertEvent,
@@ -19,7 +19,7 @@ import {
   profileOf,
   unsavedEvent,
 } from './customer-records.js';
-import { CampaignEvaluation, type IntegrationServiceOptions } from './evaluation.js';
+import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
@@ -49,20 +49,7 @@ interface AttributeDefinition {
 
 const escapePointer = (s: string): string => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
-export class EventService {
-  private readonly db: Db;
-  private readonly evaluation: CampaignEvaluation;
-  private readonly clock: Clock;
-  readonly prefix: string;
-  private readonly logger: Logger;
-
-  constructor(options: EventServiceOptions) {
-    this.db = options.db;
-    this.evaluation = new CampaignEvaluation(options.db, options.snapshots, options.evaluator);
-    this.clock = options.clock ?? systemClock;
-    this.prefix = options.eventPrefix ?? 'service_';
-    this.logger = options.logger ?? silentLogger;
-  }
+export class EventService extends IntegrationService {
 
   /** Tracks one event in the actor of its profile (or of its session, for an anonymous event). */
   async track(call: TrackEventCall): Promise<JsonObject> {

@@ -5,8 +5,8 @@
 // in SQL so that writers outside that actor (session closes counting purchases) lose nothing.
 import type { DeleteCustomerDataCall, JsonObject, UpdateProfileCall } from '../actors/port.js';
 import type { EvaluationResult } from '../engine/index.js';
-import { badRequest, notFound, silentLogger, systemClock, type Clock, type Logger } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+import { badRequest, notFound } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
 import { commitEffects, CommitRaceError } from './commit-effects.js';
 import {
   insertEvent,
@@ -16,12 +16,11 @@ import {
   unsavedEvent,
   upsertProfile,
 } from './customer-records.js';
-import { CampaignEvaluation, type IntegrationServiceOptions } from './evaluation.js';
+import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { loadProfile, type ProfileRecord } from './repository.js';
 import { emptySession } from './session-model.js';
-import type { SnapshotCache } from './snapshot.js';
 
 export interface ProfileServiceOptions extends IntegrationServiceOptions {
   /**
@@ -42,22 +41,11 @@ export interface ProfileRequest {
 
 const EMPTY_RESULT: EvaluationResult = { effects: [], ruleFailureReasons: [], triggeredCampaignIds: [] };
 
-export class ProfileService {
-  private readonly db: Db;
-  private readonly evaluation: CampaignEvaluation;
-  private readonly snapshots: SnapshotCache;
-  private readonly clock: Clock;
-  readonly prefix: string;
-  private readonly logger: Logger;
+export class ProfileService extends IntegrationService {
   private readonly onSessionsChanged: ProfileServiceOptions['onSessionsChanged'];
 
   constructor(options: ProfileServiceOptions) {
-    this.db = options.db;
-    this.snapshots = options.snapshots;
-    this.evaluation = new CampaignEvaluation(options.db, options.snapshots, options.evaluator);
-    this.clock = options.clock ?? systemClock;
-    this.prefix = options.eventPrefix ?? 'service_';
-    this.logger = options.logger ?? silentLogger;
+    super(options);
     this.onSessionsChanged = options.onSessionsChanged;
   }
 

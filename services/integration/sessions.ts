@@ -1,10 +1,10 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
-import { addExact, badRequest, notFound, systemClock, type Clock, type Logger, silentLogger } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+import { addExact, badRequest, notFound } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
 import { commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
-import { CampaignEvaluation, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
+import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
@@ -18,7 +18,7 @@ import {
   type SessionCommitResult,
 } from './repository.js';
 import { applyPayload, checkTransition, emptySession, sessionView, withTotals, type CartItem, type SessionPayload, type SessionRecord } from './session-model.js';
-import type { AppSnapshot, SnapshotCache } from './snapshot.js';
+import type { AppSnapshot } from './snapshot.js';
 
 export type { Evaluator } from './evaluation.js';
 
@@ -42,22 +42,7 @@ interface Extras {
 }
 
 /** Session use cases: update (evaluate and commit), returns, reopen and read. Called by the session's actor. */
-export class SessionService {
-  private readonly db: Db;
-  private readonly snapshots: SnapshotCache;
-  readonly evaluation: CampaignEvaluation;
-  private readonly clock: Clock;
-  readonly prefix: string;
-  private readonly logger: Logger;
-
-  constructor(options: SessionServiceOptions) {
-    this.db = options.db;
-    this.snapshots = options.snapshots;
-    this.evaluation = new CampaignEvaluation(options.db, options.snapshots, options.evaluator);
-    this.clock = options.clock ?? systemClock;
-    this.prefix = options.eventPrefix ?? 'service_';
-    this.logger = options.logger ?? silentLogger;
-  }
+export class SessionService extends IntegrationService {
 
   /**
    * Updates (or creates) a session. `cached` is the session as this actor last committed it; it is
