@@ -88,6 +88,20 @@ export function randomCode(pattern = '####-####', validCharacters: readonly stri
 }
 
 /**
+ * The attributes that updateAttribute effects set on the Session or the Profile, by name, the
+ * last effect winning.
+ */
+export function attributeUpdates(effects: readonly Effect[], root: 'Session' | 'Profile'): Record<string, unknown> {
+  const prefix = `${root}.Attributes.`;
+  const out: Record<string, unknown> = {};
+  for (const e of effects) {
+    const path = e.props.path;
+    if (e.effectType === 'updateAttribute' && typeof path === 'string' && path.startsWith(prefix)) out[path.slice(prefix.length)] = e.props.value;
+  }
+  return out;
+}
+
+/**
  * Commits the effects of one session close (or profile update or event) in the caller's
  * transaction. Rows are touched in a fixed order (coupons, referrals, limits, campaigns, each
  * by id) so that concurrent commits cannot deadlock.
@@ -154,6 +168,16 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
     );
     if (rows.length === 0) throw new CommitRaceError(`limit ${k.action} of campaign ${k.campaignId}`);
     counters.push({ t: 'limit', campaignId: k.campaignId, couponId: k.couponId, action: k.action, period: k.period, entity: k.entity, amount });
+  }
+
+  // Profile attributes set by updateAttribute, merged key by key (no read-modify-write).
+  const profileAttributes = attributeUpdates(c.effects, 'Profile');
+  if (c.profileId !== '' && Object.keys(profileAttributes).length > 0) {
+    await tx.query(
+      `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, attributes) VALUES ($1, $2, $3, $3, $4::jsonb)
+       ON CONFLICT (account_id, integration_id) DO UPDATE SET attributes = customer_profiles.attributes || EXCLUDED.attributes`,
+      [c.app.accountId, c.profileId, c.now.toISOString(), JSON.stringify(profileAttributes)],
+    );
   }
 
   // Created coupons and referrals become real.

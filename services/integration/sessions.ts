@@ -2,7 +2,7 @@ import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessi
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
 import { addExact, badRequest, notFound } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
+import { attributeUpdates, commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, replayed, type IdempotencyScope } from './idempotency.js';
@@ -282,6 +282,7 @@ export class SessionService extends IntegrationService {
         });
         session.committedEffects = result.effects;
         session.committedCounters = made.counters;
+        session.attributes = { ...session.attributes, ...attributeUpdates(result.effects, 'Session') };
         extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
       }
       const committed = await commitSession(t, {

@@ -190,6 +190,24 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ couponCreationCount: 1 });
   });
 
+  it('applies updateAttribute effects to the session and the profile when the session closes', async () => {
+    const s = await shop({
+      ruleset: couponRuleset(
+        [
+          ['updateAttribute', 'Profile.Attributes.lastOrderTotal', ['.', 'Session', 'Total']],
+          ['updateAttribute', 'Session.Attributes.rewarded', true],
+        ],
+        true,
+      ),
+    });
+    await put(s, 'attr-1', cart([20, 5], { profileId: 'olga', attributes: { channel: 'web' } }));
+    const [before] = await db().query(`SELECT attributes FROM customer_profiles WHERE integration_id = 'olga'`);
+    expect(before).toEqual({ attributes: {} });
+    const closed = await put(s, 'attr-1', { state: 'closed' }, {}, ['customerSession', 'customerProfile']);
+    expect(closed.customerSession!.attributes).toEqual({ channel: 'web', rewarded: true });
+    expect(closed.customerProfile!.attributes).toEqual({ lastOrderTotal: 25 });
+  });
+
   it('persists nothing on a dry close: counters, sessions, profiles, events and created coupons stay', async () => {
     const s = await shop({ ruleset: couponRuleset([['setDiscount', 'coupon', 10], ['createCoupon', {}]]) });
     const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'DRY1', usageLimit: 1 });
