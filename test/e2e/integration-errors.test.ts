@@ -55,6 +55,17 @@ describe('Integration API refusals', () => {
     await expectError(await put('{}', {}, `?now=${new Date(Date.now() + HOUR).toISOString()}`), 400, '/query/now');
   });
 
+  it('holds the input limits of the addendum: lines, units, coupon codes and identifiers', async () => {
+    const line = (quantity = 1) => ({ sku: 'A', quantity, price: 1 });
+    await expectError(await put(JSON.stringify({ customerSession: { cartItems: Array.from({ length: 1001 }, () => line()) } })), 400, '/customerSession/cartItems');
+    await expectError(await put(JSON.stringify({ customerSession: { cartItems: [line(6000), line(5000)] } })), 400, '/customerSession/cartItems');
+    await expectError(await put(JSON.stringify({ customerSession: { couponCodes: Array.from({ length: 101 }, (_, i) => `C${i}`) } })), 400, '/customerSession/couponCodes');
+    await expectError(await put(JSON.stringify({ customerSession: { identifiers: ['a', 'b', 'c', 'd', 'e', 'f'] } })), 400, '/customerSession/identifiers');
+    // At the limits, the session is accepted.
+    const atLimit = { cartItems: Array.from({ length: 1000 }, () => line(10)), couponCodes: Array.from({ length: 100 }, (_, i) => `C${i}`), identifiers: ['a', 'b', 'c', 'd', 'e'] };
+    expect((await put(JSON.stringify({ customerSession: atLimit }))).status).toBe(200);
+  });
+
   it('refuses a body over 10 MiB with 413', async () => {
     const big = JSON.stringify({ customerSession: { attributes: { blob: 'x'.repeat(11 * 1024 * 1024) } } });
     await expectError(await put(big), 413, '');
