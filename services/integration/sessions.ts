@@ -300,8 +300,9 @@ export class SessionService extends IntegrationService {
       if (scope) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    // An update that only writes the session is one statement: no transaction needed.
-    return closing || scope ? this.db.transaction(write) : write(this.db);
+    // An update that only writes the session is one statement: it needs no transaction of its own
+    // and may share one with other sessions' updates (one WAL flush for all of them).
+    return closing || scope ? this.db.transaction(write) : this.commitAlone(write);
   }
 
   /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */

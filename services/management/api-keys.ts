@@ -64,6 +64,7 @@ export interface ResolvedApiKey {
  */
 export class ApiKeyResolver {
   private readonly cache = new Map<string, { key: ResolvedApiKey; expires: number; loadedAt: number }>();
+  private readonly hashes = new Map<string, string>();
   private readonly ttlMs: number;
   private readonly unsubscribe: () => void;
 
@@ -82,7 +83,7 @@ export class ApiKeyResolver {
   async resolveKey(authorization: string | undefined): Promise<ResolvedApiKey> {
     const match = /^ApiKey-v1\s+(\S+)$/.exec(authorization ?? '');
     if (!match) throw unauthenticated('Missing or malformed `Authorization: ApiKey-v1 <key>` header');
-    const hash = sha256Hex(match[1]!);
+    const hash = this.hashOf(match[1]!);
     const now = this.ctx.clock.now().getTime();
     let entry = this.cache.get(hash);
     if (!entry || now - entry.loadedAt > this.ttlMs) {
@@ -108,6 +109,17 @@ export class ApiKeyResolver {
     }
     if (entry.expires <= now) throw unauthenticated('Expired API key');
     return entry.key;
+  }
+
+  /** SHA-256 of a key, remembered for the keys in use (hashing on every request is measurable). */
+  private hashOf(key: string): string {
+    let hash = this.hashes.get(key);
+    if (hash === undefined) {
+      hash = sha256Hex(key);
+      if (this.hashes.size >= 10_000) this.hashes.clear();
+      this.hashes.set(key, hash);
+    }
+    return hash;
   }
 
   close(): void {
