@@ -90,7 +90,15 @@ export class SessionService extends IntegrationService {
       const rollback = returnRollback(proRata, returned, share, round);
       const nextCommitted = remainingAfter(proRata, rollback);
       const applied: Effect[] = [];
+      // What each campaign's counters give back: the share of its discounts that the rollback
+      // effects return (per-item discounts need not follow the prices of the lines).
+      const sumOf = (es: readonly Effect[]) => es.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).reduce((t, e) => addExact(t, e.props.value as number), 0);
       const shares = new Map<number, number>();
+      for (const id of new Set(proRata.map((e) => e.campaignId))) {
+        const given = sumOf(proRata.filter((e) => e.campaignId === id));
+        const back = rollback.filter((e) => e.campaignId === id && e.effectType === 'rollbackDiscount').reduce((t, e) => addExact(t, e.props.value as number), 0);
+        shares.set(id, given > 0 ? back / given : share);
+      }
       if (again.length > 0) {
         const kept = withTotals({ ...stored, cartItems });
         const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
@@ -106,7 +114,6 @@ export class SessionService extends IntegrationService {
         for (const id of again) {
           const before = committed.filter((e) => e.campaignId === id && DISCOUNT_EFFECTS.has(e.effectType));
           const after = outcome.effects.filter((e) => e.campaignId === id && DISCOUNT_EFFECTS.has(e.effectType));
-          const sumOf = (es: Effect[]) => es.reduce((t, e) => addExact(t, e.props.value as number), 0);
           const old = sumOf(before);
           shares.set(id, old > 0 ? Math.max(0, (old - sumOf(after)) / old) : 0);
           rollback.push(...rollbackEffects(before));

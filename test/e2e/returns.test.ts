@@ -94,6 +94,21 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 0, discountCounter: 0 });
   });
 
+  it('gives back on the coupon exactly what the rollback effects return, also for per-item discounts that ignore prices', async () => {
+    const flat = {
+      rules: [rule(['couponValid'], [['forEach', ['.', 'Session', 'CartItems'], [['Item'], ['setDiscountPerItem', 'flat5', 5]]], ['setDiscount', 'order', 10]])],
+      bindings: [],
+      activate: true,
+    };
+    const s = await setupShop(t.url, t.admin, { ruleset: flat });
+    const couponId = await insertCoupon(t.node.db, s.applicationId, s.campaignId, { value: 'RET1' });
+    unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'flat-1' } }, body: { customerSession: twoLines({ profileId: 'flat', state: 'closed' }) as never } }));
+    expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 20 });
+    const r = unwrap(await returnItems(s, 'flat-1', [{ position: 1 }]));
+    expect(r.effects.map((e) => e.props.value)).toEqual([5, 4]);
+    expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 11 });
+  });
+
   it('evaluates again, with runRuleEngine, only the campaigns that ask for it', async () => {
     const tiers = [
       rule(['>=', ['.', 'Session', 'CartItemTotal'], 80], [['setDiscount', 'tier', 20]], 'big basket'),
