@@ -428,7 +428,7 @@ export interface components {
                     quantity?: number;
                 }[];
             };
-            responseContent?: ("customerSession" | "customerProfile" | "event" | "loyalty" | "triggeredCampaigns" | "coupons" | "referral" | "ruleFailureReasons" | "previousReturns")[];
+            responseContent?: ("customerSession" | "customerProfile" | "event" | "loyalty" | "triggeredCampaigns" | "coupons" | "referral" | "ruleFailureReasons" | "return" | "previousReturns")[];
         };
         NewReferral: {
             campaignId: number;

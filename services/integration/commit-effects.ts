@@ -4,7 +4,7 @@
 // give back exactly what was taken.
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
-import { addExact } from '../shared/index.js';
+import { addExact, AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
@@ -13,9 +13,10 @@ import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
  * A counter ran out between evaluation and commit (another session took the last use of a coupon
  * or the last of a budget): the caller evaluates again with fresh facts, which then reject.
  */
-export class CommitRaceError extends Error {
+export class CommitRaceError extends AppError {
   constructor(what: string) {
-    super(`limit reached concurrently: ${what}`);
+    // Retried by the caller; should it escape, it is a retryable conflict for the client.
+    super('conflict', `limit reached concurrently: ${what}; retry`, [{ title: 'Conflict', details: `limit reached concurrently: ${what}`, source: { pointer: '' } }]);
   }
 }
 
@@ -202,7 +203,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
           break;
         }
         // The seeded code is taken: another of the same pattern.
-        if (attempt >= 10) throw new Error('could not find a free coupon code');
+        if (attempt >= 10) throw new AppError('conflict', 'Could not find a free coupon code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
         const settings = settingsOf(e.campaignId)?.couponSettings;
         value = normalizeCode(c.app, randomCode(settings?.couponPattern, settings?.validCharacters));
       }
@@ -222,7 +223,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
           createdReferrals.push(referralView(row));
           break;
         }
-        if (attempt >= 10) throw new Error('could not find a free referral code');
+        if (attempt >= 10) throw new AppError('conflict', 'Could not find a free referral code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
         const settings = settingsOf(e.campaignId)?.referralSettings;
         code = randomCode(settings?.couponPattern, settings?.validCharacters);
       }

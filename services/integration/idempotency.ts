@@ -40,14 +40,32 @@ export async function replayed(db: Queryable, scope: IdempotencyScope, clock: Cl
   return row.response;
 }
 
-/** Stores the response in the caller's transaction, so it exists exactly when the write does. */
+/**
+ * Another request took this key first (it committed while this one ran): this one must not commit.
+ * Thrown inside the transaction, it rolls the change back; the caller then replays what the
+ * other request stored.
+ */
+export class IdempotencyKeyTaken extends AppError {
+  constructor() {
+    super('conflict', 'A request with this Idempotency-Key was processed at the same time', [
+      { title: 'IdempotencyKeyInUse', details: 'retry to get the stored response', source: { pointer: '/headers/idempotency-key' } },
+    ]);
+  }
+}
+
+/**
+ * Stores the response in the caller's transaction, so it exists exactly when the write does. The
+ * key is claimed here: when a valid claim exists already, IdempotencyKeyTaken rolls this write back.
+ */
 export async function remember(tx: Queryable, scope: IdempotencyScope, response: Record<string, unknown>, clock: Clock): Promise<void> {
-  await tx.query(
+  const claimed = await tx.query(
     `INSERT INTO idempotency_keys (application_id, key, operation, request_hash, status, response, created)
      VALUES ($1, $2, $3, $4, 200, $5::jsonb, $6)
      ON CONFLICT (application_id, key) DO UPDATE SET operation = EXCLUDED.operation, request_hash = EXCLUDED.request_hash,
        response = EXCLUDED.response, created = EXCLUDED.created
-     WHERE idempotency_keys.created < $6::timestamptz - interval '24 hours'`,
+     WHERE idempotency_keys.created < $6::timestamptz - interval '24 hours'
+     RETURNING key`,
     [scope.applicationId, scope.key, scope.operation, requestHash(scope.operation, scope.request), JSON.stringify(response), clock.now().toISOString()],
   );
+  if (claimed.length === 0) throw new IdempotencyKeyTaken();
 }

@@ -70,7 +70,7 @@ export class ReferralService {
         );
         if (row) return referralView(row);
       }
-      throw new AppError('internal', 'could not find a free referral code');
+      throw new AppError('conflict', 'Could not find a free referral code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
     });
   }
 }

@@ -1,5 +1,6 @@
 // SQL of the integration side: sessions, profiles and events, read one way and committed in one
 // transaction with an optimistic check on the session's update count.
+import { AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
@@ -28,9 +29,10 @@ export interface EventRecord {
 }
 
 /** The stored session changed under us (another node, or a stale cache): reload and retry. */
-export class StaleSessionError extends Error {
+export class StaleSessionError extends AppError {
   constructor() {
-    super('session changed concurrently');
+    // Retried by the caller; should it escape, it is what it is to a client: a retryable conflict.
+    super('conflict', 'The session changed concurrently; retry', [{ title: 'Conflict', details: 'session changed concurrently', source: { pointer: '' } }]);
   }
 }
 

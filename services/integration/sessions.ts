@@ -1,11 +1,11 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
-import { addExact, badRequest, notFound } from '../shared/index.js';
+import { addExact, AppError, badRequest, notFound, sumProducts } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
-import { remember, replayed, type IdempotencyScope } from './idempotency.js';
+import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
   isFirstSession,
@@ -76,8 +76,12 @@ export class SessionService extends IntegrationService {
       const digits = currencyDigits(snapshot.application.currency);
       const round = (n: number) => fromMinor(toMinor(n, digits), digits);
       const returned = returnedLines(stored.cartItems, items);
+      // What the customer gets back (lines with their own additional costs) lowers the profile's
+      // sales; session-wide amounts go back by the returned share of the items, as they were
+      // computed on the items.
       const amount = returned.reduce((s, r) => addExact(s, r.amount), 0);
-      const share = stored.cartItemTotal > 0 ? Math.min(1, amount / stored.cartItemTotal) : 1;
+      const itemAmount = returned.reduce((s, r) => addExact(s, r.itemAmount), 0);
+      const share = stored.cartItemTotal > 0 ? Math.min(1, itemAmount / stored.cartItemTotal) : 1;
       const committed = stored.committedEffects as Effect[];
       const cartItems = stored.cartItems
         .map((i) => ({ ...i, quantity: i.quantity - (returned.find((r) => r.position === i.position)?.quantity ?? 0) }))
@@ -375,7 +379,10 @@ export class SessionService extends IntegrationService {
       try {
         return await attempt(current);
       } catch (e) {
-        if (!(e instanceof StaleSessionError || e instanceof CommitRaceError) || n >= MAX_RETRIES) throw e;
+        if (!(e instanceof StaleSessionError || e instanceof CommitRaceError)) throw e;
+        if (n >= MAX_RETRIES) throw new AppError('conflict', 'Too many requests are updating this session at the same time', [
+          { title: 'Conflict', details: `the session or a counter it uses kept changing: ${e.message}`, source: { pointer: '' } },
+        ]);
         this.logger.debug('session commit raced, retrying', { session: sessionId, attempt: n, reason: e.message });
         if (e instanceof CommitRaceError) await new Promise((r) => setTimeout(r, Math.random() * 5 * (n + 1)));
       }
@@ -387,11 +394,18 @@ export class SessionService extends IntegrationService {
   }
 
   private async idempotent(scope: IdempotencyScope | undefined, run: () => Promise<SessionUpdateOutcome>): Promise<SessionUpdateOutcome> {
-    if (scope) {
-      const previous = await replayed(this.db, scope, this.clock);
-      if (previous) return { state: previous };
+    if (!scope) return run();
+    const previous = await replayed(this.db, scope, this.clock);
+    if (previous) return { state: previous };
+    try {
+      return await run();
+    } catch (e) {
+      // Another request with this key committed first (a retry racing its original): its answer is ours.
+      if (!(e instanceof IdempotencyKeyTaken)) throw e;
+      const stored = await replayed(this.db, scope, this.clock);
+      if (!stored) throw e;
+      return { state: stored };
     }
-    return run();
   }
 
   /** The built-in event an update is evaluated for: the most specific one it emits. */
@@ -431,7 +445,7 @@ export class SessionService extends IntegrationService {
       extra.coupons = outcome?.loaded.facts.coupons?.map((c) => ({ id: c.id, value: c.value, campaignId: c.campaignId, usageCounter: c.usageCounter, usageLimit: c.usageLimit, attributes: c.attributes })) ?? [];
     }
     if (responseContent.has('referral')) extra.referral = outcome?.loaded.facts.referral ? { ...outcome.loaded.facts.referral } : null;
-    if (extras.returned) extra.return = extras.returned;
+    if (extras.returned && responseContent.has('return')) extra.return = extras.returned;
     if (previousReturns && responseContent.has('previousReturns')) extra.previousReturns = previousReturns;
     return integrationState(responseContent, {
       snapshot,
@@ -450,7 +464,10 @@ interface ReturnedLine {
   quantity: number;
   /** Quantity of the line before this return. */
   of: number;
+  /** Price × quantity, with the line's own additional costs. */
   amount: number;
+  /** Price × quantity. */
+  itemAmount: number;
 }
 
 /** The lines a return names, checked against the session's cart (a 400 points at the bad entry). */
@@ -465,10 +482,11 @@ function returnedLines(cart: readonly CartItem[], items: ReadonlyArray<{ positio
     if (quantity < 1 || quantity > line.quantity) {
       throw badRequest(`Quantity must be 1 to ${line.quantity} for position ${r.position}`, `/return/returnedCartItems/${i}/quantity`);
     }
-    const costs = Object.values(line.additionalCosts ?? {}).reduce((s, c) => addExact(s, c.price), 0);
-    out.push({ position: r.position, quantity, of: line.quantity, amount: addExact(line.price, costs) * quantity });
+    const costs = Object.values(line.additionalCosts ?? {}).map((c) => [c.price, quantity] as const);
+    const itemAmount = sumProducts([[line.price, quantity]]);
+    out.push({ position: r.position, quantity, of: line.quantity, itemAmount, amount: addExact(itemAmount, sumProducts(costs)) });
   });
-  return out.map((o) => ({ ...o, amount: addExact(o.amount) }));
+  return out;
 }
 
 /**

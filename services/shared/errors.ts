@@ -120,13 +120,23 @@ export const tooManyConcurrent = (entity: 'session' | 'profile' | 'profile/sessi
   new AppError(
     'conflict',
     `Too many requests are updating this ${entity} at the same time`,
-    [{ title: 'Conflict', details: `Too many requests are updating this ${entity} at the same time` }],
+    [{ title: 'Conflict', details: `Too many requests are updating this ${entity} at the same time`, source: { pointer: '' } }],
   );
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 
-/** Anything thrown that is not an AppError becomes an internal error without internals. */
+/**
+ * Anything thrown that is not an AppError becomes an internal error without internals, except a
+ * database "data exception" (SQLSTATE class 22: a number out of range, a date the database cannot
+ * hold, a NUL character in text): that is a value the client sent, so a 400.
+ */
 export function toAppError(e: unknown): AppError {
   if (e instanceof AppError) return e;
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) {
+    return new AppError('invalid_argument', 'A value of the request cannot be stored: it is out of range or malformed', [
+      { title: 'InvalidValue', details: 'a number, date or text of the request is outside what can be stored', source: { pointer: '' } },
+    ]);
+  }
   return new AppError('internal', 'Internal server error');
 }

@@ -208,6 +208,22 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect(closed.customerProfile!.attributes).toEqual({ lastOrderTotal: 25 });
   });
 
+  it('loses no profile attribute when 20 sessions of one profile close at the same time, each setting one', async () => {
+    const s = await shop({
+      ruleset: couponRuleset([['updateAttribute', ['concat', 'Profile.Attributes.', ['.', 'Session', 'Attributes', 'key']], ['.', 'Session', 'Total']]], true),
+    });
+    const closes = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => put(s, `many-${i}`, cart([i + 1], { profileId: 'polly', attributes: { key: `k${i}` }, state: 'closed' }))),
+    );
+    expect(closes.every((c) => c.effects.some((e) => e.effectType === 'updateAttribute'))).toBe(true);
+    const [row] = await db().query<{ attributes: Record<string, number>; closed_sessions: number; total_sales: string }>(
+      `SELECT attributes, closed_sessions, total_sales FROM customer_profiles WHERE integration_id = 'polly'`,
+    );
+    expect(row!.attributes).toEqual(Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, i + 1])));
+    expect(row!.closed_sessions).toBe(20);
+    expect(Number(row!.total_sales)).toBe(210);
+  });
+
   it('persists nothing on a dry close: counters, sessions, profiles, events and created coupons stay', async () => {
     const s = await shop({ ruleset: couponRuleset([['setDiscount', 'coupon', 10], ['createCoupon', {}]]) });
     const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'DRY1', usageLimit: 1 });

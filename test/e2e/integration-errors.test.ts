@@ -66,6 +66,10 @@ describe('Integration API refusals', () => {
     expect((await put(JSON.stringify({ customerSession: atLimit }))).status).toBe(200);
   });
 
+  it('refuses text the database cannot hold (a NUL character) with 400, not 500', async () => {
+    await expectError(await put(JSON.stringify({ customerSession: { profileId: 'a\u0000b' } })), 400, '');
+  });
+
   it('refuses a body over 10 MiB with 413', async () => {
     const big = JSON.stringify({ customerSession: { attributes: { blob: 'x'.repeat(11 * 1024 * 1024) } } });
     await expectError(await put(big), 413, '');

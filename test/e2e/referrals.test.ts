@@ -54,6 +54,9 @@ describe.skipIf(!postgresUp)('referrals', () => {
       [{ campaignId: s.campaignId, advocateProfileIntegrationId: 'ada', friendProfileIntegrationId: 'ada' }, 400, '/friendProfileIntegrationId'],
       [{ campaignId: s.campaignId, advocateProfileIntegrationId: 'ada', startDate: hoursFromNow(2), expiryDate: hoursFromNow(1) }, 400, '/expiryDate'],
       [{ campaignId: other.campaignId, advocateProfileIntegrationId: 'ada' }, 404, '/campaignId'],
+      // Values the database cannot hold are the client's: 400, never 500.
+      [{ campaignId: 3_000_000_000, advocateProfileIntegrationId: 'ada' }, 400, ''],
+      [{ campaignId: s.campaignId, advocateProfileIntegrationId: 'ada', expiryDate: '0000-01-01T00:00:00Z' }, 400, ''],
     ];
     for (const [body, status, pointer] of cases) {
       const r = await s.integration.POST('/v1/referrals', { body: body as never });

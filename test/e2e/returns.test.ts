@@ -59,7 +59,7 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
   const returnItems = (s: ShopSetup, sessionId: string, items: unknown[], headers: Record<string, string> = {}, query: Record<string, unknown> = {}) =>
     s.integration.POST('/v2/customer_sessions/{customerSessionId}/returns', {
       params: { path: { customerSessionId: sessionId }, query: query as never },
-      body: { return: { returnedCartItems: items as never }, responseContent: ['customerSession', 'customerProfile', 'previousReturns'] },
+      body: { return: { returnedCartItems: items as never }, responseContent: ['customerSession', 'customerProfile', 'return', 'previousReturns'] },
       headers,
     });
 
@@ -107,6 +107,27 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     const r = unwrap(await returnItems(s, 'flat-1', [{ position: 1 }]));
     expect(r.effects.map((e) => e.props.value)).toEqual([5, 4]);
     expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 11 });
+  });
+
+  it('rolls session-wide discounts back by the share of the items, not of their additional costs', async () => {
+    const s = await setupShop(t.url, t.admin, { ruleset: { rules: [rule(true, [['setDiscount', 'ten', ['*', ['.', 'Session', 'CartItemTotal'], 0.1]]])], bindings: [], activate: true } });
+    const withCosts = {
+      profileId: 'costly',
+      state: 'closed',
+      cartItems: [
+        { sku: 'A', quantity: 1, price: 50, additionalCosts: { shipping: { price: 100 } } },
+        { sku: 'B', quantity: 1, price: 100 },
+      ],
+    };
+    const closed = unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'costs-1' } }, body: { customerSession: withCosts as never, responseContent: ['customerProfile'] } }));
+    expect(closed.effects.map((e) => e.props.value)).toEqual([15]);
+    expect(closed.customerProfile).toMatchObject({ totalSales: 250 });
+    const r = unwrap(await returnItems(s, 'costs-1', [{ position: 0 }]));
+    // A was a third of the items: a third of the discount goes back; the customer gets 150 back.
+    expect(r.effects.map((e) => [e.effectType, e.props.value])).toEqual([['rollbackDiscount', 5]]);
+    expect(r.return).toEqual({ returnedCartItems: [{ position: 0, quantity: 1 }], amount: 150 });
+    expect(r.customerProfile).toMatchObject({ totalSales: 100 });
+    expect((await campaignStats(t.admin, s.applicationId, s.campaignId)).discountCount).toBe(10);
   });
 
   it('evaluates again, with runRuleEngine, only the campaigns that ask for it', async () => {
