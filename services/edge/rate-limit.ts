@@ -60,9 +60,14 @@ export class RateLimiter {
       if (this.buckets.size >= this.maxBuckets || now >= this.nextSweep) this.sweep(now);
       b = { tokens: this.burst, at: now };
       this.buckets.set(key, b);
-    } else if (now > b.at) {
-      b.tokens = Math.min(this.burst, b.tokens + (now - b.at) * this.perMs);
-      b.at = now;
+    } else {
+      if (now > b.at) {
+        b.tokens = Math.min(this.burst, b.tokens + (now - b.at) * this.perMs);
+        b.at = now;
+      }
+      // Most recently used last: when too many keys are active, the least recently used go first.
+      this.buckets.delete(key);
+      this.buckets.set(key, b);
     }
     if (b.tokens >= 1) {
       b.tokens -= 1;
@@ -78,8 +83,8 @@ export class RateLimiter {
     const fullAfterMs = this.burst / this.perMs;
     this.nextSweep = now + Math.max(1000, fullAfterMs);
     for (const [k, b] of this.buckets) if (now - b.at >= fullAfterMs) this.buckets.delete(k);
-    // Still too many active keys: forget the oldest inserted (they get a fresh bucket, at worst
-    // one extra burst). Map order is insertion order.
+    // Still too many active keys: forget the least recently used (they get a fresh bucket, at
+    // worst one extra burst). Map order is the order of last use.
     if (this.buckets.size >= this.maxBuckets) {
       let excess = this.buckets.size - Math.floor(this.maxBuckets * 0.9);
       for (const k of this.buckets.keys()) {
