@@ -40,6 +40,20 @@ describe('RateLimiter', () => {
   });
 });
 
+describe('RateLimiter under more active keys than it holds', () => {
+  it('forgets the least recently used keys, not the busy one that was inserted first', () => {
+    const l = new RateLimiter({ ratePerSecond: 1, burst: 2, maxBuckets: 100 });
+    expect(l.take('hot', 0)).toBe(0);
+    expect(l.take('hot', 0)).toBe(0);
+    // The hot key is empty now; many other keys arrive while it keeps being used (and refused).
+    for (let i = 0; i < 300; i++) {
+      l.take(`cold-${i}`, 1 + i * 0.001);
+      expect(l.take('hot', 1 + i * 0.001)).toBeGreaterThan(0);
+    }
+    expect(l.size).toBeLessThanOrEqual(100);
+  });
+});
+
 describe('Integration API rate limit', () => {
   let t: TestNode;
   let shop: ShopSetup;
