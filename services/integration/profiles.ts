@@ -89,11 +89,7 @@ export class ProfileService extends IntegrationService {
   async deleteCustomerData(call: DeleteCustomerDataCall): Promise<void> {
     const now = this.clock.now().toISOString();
     const changed = await this.db.transaction(async (tx) => {
-      const profiles = await tx.query(
-        `UPDATE customer_profiles SET attributes = '{}'::jsonb WHERE account_id = $1 AND integration_id = $2 RETURNING id`,
-        [call.app.accountId, call.integrationId],
-      );
-      if (profiles.length === 0) throw notFound('Customer profile', '/path/integrationId');
+      // Sessions before the profile: the order a session commit takes them in (no deadlock).
       // The profile belongs to the account, so the erasure covers its sessions and events in every
       // Application of the account. The update count moves so that a session actor's cached copy
       // (with the old attributes) can never be committed over this.
@@ -108,9 +104,23 @@ export class ProfileService extends IntegrationService {
          RETURNING s.application_id, s.integration_id`,
         [call.app.accountId, call.integrationId, now],
       );
+      const profiles = await tx.query(
+        `UPDATE customer_profiles SET attributes = '{}'::jsonb WHERE account_id = $1 AND integration_id = $2 RETURNING id`,
+        [call.app.accountId, call.integrationId],
+      );
+      if (profiles.length === 0) throw notFound('Customer profile', '/path/integrationId');
       await tx.query(
         `UPDATE events e SET attributes = '{}'::jsonb FROM applications a
           WHERE a.id = e.application_id AND a.account_id = $1 AND e.profile_id = $2 AND e.attributes <> '{}'::jsonb`,
+        [call.app.accountId, call.integrationId],
+      );
+      // Stored Idempotency-Key responses that show this customer would replay the erased data.
+      await tx.query(
+        `DELETE FROM idempotency_keys k USING applications a
+          WHERE a.id = k.application_id AND a.account_id = $1
+            AND (k.response -> 'customerProfile' ->> 'integrationId' = $2 OR k.response -> 'customerSession' ->> 'profileId' = $2
+              OR k.response -> 'event' ->> 'profileId' = $2 OR k.response -> 'profile' ->> 'integrationId' = $2
+              OR k.response -> 'session' ->> 'profileId' = $2)`,
         [call.app.accountId, call.integrationId],
       );
       return sessions.map((s) => ({ applicationId: s.application_id, integrationId: s.integration_id }));

@@ -193,6 +193,15 @@ describe.skipIf(!postgresUp)('legacy Integration API v1', () => {
     );
     unwrap(await putSession(other, 'erin-s2', { profileId: 'v1-erin', attributes: { phone: '123' } }));
     unwrap(await trackV1(shop, { sessionId: 'erin-s1', profileId: 'v1-erin', type: 'viewed', attributes: { sku: 'A' } }));
+    // A stored Idempotency-Key response that shows the customer.
+    unwrap(
+      await shop.integration.PUT('/v2/customer_profiles/{integrationId}', {
+        params: { path: { integrationId: 'v1-erin' } },
+        body: { attributes: { vip: true }, responseContent: ['customerProfile'] } as never,
+        headers: { 'Idempotency-Key': 'erin-key' },
+      }),
+    );
+    expect(await db().query(`SELECT 1 FROM idempotency_keys WHERE key = 'erin-key'`)).toHaveLength(1);
     // Someone else's data stays.
     unwrap(await putSession(shop, 'frank-s1', { profileId: 'v1-frank', attributes: { address: 'elsewhere' } }));
 
@@ -206,6 +215,7 @@ describe.skipIf(!postgresUp)('legacy Integration API v1', () => {
     );
     expect(sessions.map((s) => s.attributes)).toEqual([{}, {}]);
     expect(sessions[0]!.cart_items).toEqual([expect.objectContaining({ sku: 'A', attributes: {} })]);
+    expect(await db().query(`SELECT 1 FROM idempotency_keys WHERE key = 'erin-key'`)).toHaveLength(0);
     const events = await db().query<{ attributes: unknown }>(`SELECT attributes FROM events WHERE profile_id = 'v1-erin'`);
     expect(events.length).toBeGreaterThan(0);
     expect(events.every((e) => JSON.stringify(e.attributes) === '{}')).toBe(true);
