@@ -6,7 +6,7 @@ const codec = JSONCodec<ConfigChange & { origin: string }>();
 
 /**
  * Configuration changes announced on this node are delivered here at once and published on NATS,
- * so every other node drops its caches of that Application too.
+ * so every other node drops its caches of that Application (or of those sessions) too.
  */
 export function createNatsConfigEvents(nc: NatsConnection, nodeId: string, subject = 'perkline.config'): ConfigEvents & { close(): void } {
   const local = createLocalConfigEvents();
@@ -14,7 +14,8 @@ export function createNatsConfigEvents(nc: NatsConnection, nodeId: string, subje
     callback: (err, msg) => {
       if (err) return;
       const change = codec.decode(msg.data);
-      if (change.origin !== nodeId) local.deliver({ kind: change.kind, applicationId: change.applicationId });
+      if (change.origin === nodeId) return;
+      local.deliver({ kind: change.kind, applicationId: change.applicationId, ...(change.sessionIds ? { sessionIds: change.sessionIds } : {}) });
     },
   });
   return {

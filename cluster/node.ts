@@ -141,6 +141,10 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       beforeRun: options.actorBeforeRun,
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
     });
+    const dropSessions = events.subscribe((change) => {
+      if (change.kind === 'sessions') for (const id of change.sessionIds ?? []) actors.dropCached(`s:${change.applicationId}:${id}`);
+    });
+    cleanups.push(dropSessions);
     const apiKeys = new ApiKeyResolver(management);
     cleanups.push(() => apiKeys.close());
     // One bucket per API key for REST and gRPC alike.
@@ -195,9 +199,11 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
           clock,
           eventPrefix: options.eventPrefix,
           logger,
-          // Customer data deletion changed these sessions: this node's cached copies go.
+          // Customer data deletion changed these sessions: every node's cached copies go.
           onSessionsChanged: (changed) => {
-            for (const s of changed) actors.dropCached(`s:${s.applicationId}:${s.integrationId}`);
+            const byApp = new Map<number, string[]>();
+            for (const s of changed) byApp.set(s.applicationId, [...(byApp.get(s.applicationId) ?? []), s.integrationId]);
+            for (const [applicationId, sessionIds] of byApp) events.publish({ kind: 'sessions', applicationId, sessionIds });
           },
         }),
         events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),

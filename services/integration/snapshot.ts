@@ -1,6 +1,6 @@
 import { readsProfile, type CampaignInput, type RulesetSpec } from '../engine/index.js';
 import type { ConfigEvents } from '../shared/index.js';
-import { notFound } from '../shared/index.js';
+import { isConfigurationChange, notFound } from '../shared/index.js';
 import type { Db } from '../store/index.js';
 
 export interface ApplicationSettings {
@@ -65,7 +65,9 @@ export class SnapshotCache {
   constructor(options: SnapshotCacheOptions) {
     this.db = options.db;
     this.ttlMs = options.ttlMs ?? 30_000;
-    this.unsubscribe = options.events.subscribe((change) => this.cache.delete(change.applicationId));
+    this.unsubscribe = options.events.subscribe((change) => {
+      if (isConfigurationChange(change)) this.cache.delete(change.applicationId);
+    });
   }
 
   async get(applicationId: number): Promise<AppSnapshot> {

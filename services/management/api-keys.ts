@@ -1,5 +1,5 @@
 import type { AppRef } from '../actors/port.js';
-import { badRequest, notFound, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
+import { badRequest, notFound, randomToken, sha256Hex, unauthenticated, isConfigurationChange } from '../shared/index.js';
 import { iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 const keyView = (r: Record<string, unknown>) => ({
@@ -71,6 +71,7 @@ export class ApiKeyResolver {
   constructor(private readonly ctx: ManagementContext, options: ApiKeyResolverOptions = {}) {
     this.ttlMs = options.ttlMs ?? 30_000;
     this.unsubscribe = ctx.events.subscribe((change) => {
+      if (!isConfigurationChange(change)) return;
       for (const [hash, entry] of this.cache) if (entry.key.app.applicationId === change.applicationId) this.cache.delete(hash);
     });
   }

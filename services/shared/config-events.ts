@@ -3,9 +3,15 @@
 // node entry wraps it so that changes also travel over NATS to every other node.
 
 export interface ConfigChange {
-  kind: 'application' | 'campaigns' | 'api_keys';
+  /** `sessions`: stored sessions changed outside their actors (customer data deletion). */
+  kind: 'application' | 'campaigns' | 'api_keys' | 'sessions';
   applicationId: number;
+  /** For `sessions`: the integration IDs of the sessions whose cached copies must go. */
+  sessionIds?: string[];
 }
+
+/** A change that invalidates what is built from an Application's configuration. */
+export const isConfigurationChange = (change: ConfigChange): boolean => change.kind !== 'sessions';
 
 export interface ConfigEvents {
   publish(change: ConfigChange): void;
