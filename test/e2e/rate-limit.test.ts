@@ -134,8 +134,21 @@ describe('Integration API rate limit', () => {
     }
   });
 
-  it('does not count unauthenticated requests against a key', async () => {
-    const res = await put('not-a-key');
-    expect(res.status).toBe(401);
+  it('counts the requests of a key, and nothing else against it', async () => {
+    const fourth = await setupShop(t.url, t.admin, { retries: 0 });
+    // Unknown keys are refused before any bucket: the same client's requests cost the key nothing.
+    const unknown = await Promise.all(Array.from({ length: 10 }, () => put('not-a-key')));
+    expect(unknown.map((r) => r.status)).toEqual(unknown.map(() => 401));
+    const burst = await Promise.all(Array.from({ length: 5 }, () => put(fourth.apiKey)));
+    expect(burst.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    // A request of the key with a signature that does not verify is still the key's request: it
+    // takes a token (the limit is checked before the HMAC is computed) and is refused.
+    const signed = await fetch(`${t.url}/v2/customer_sessions/rl-sig-${++n}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json', Authorization: `ApiKey-v1 ${fourth.apiKey}`, 'Content-Signature': `signer=${fourth.applicationId}; signature=00` },
+      body: JSON.stringify({ customerSession: cart([120]) }),
+    });
+    expect(signed.status).toBe(429);
   });
+
 });
