@@ -18,7 +18,7 @@ import {
   type Logger,
   type LogLevel,
 } from '../services/shared/index.js';
-import { foldCampaignStats, migrate, openDb, TransactionBatcher, type Db } from '../services/store/index.js';
+import { foldCampaignStats, migrate, openDb, type Db } from '../services/store/index.js';
 import { createNatsConfigEvents } from './config-bus.js';
 import { Router } from './router.js';
 import { ShardLeases } from './shard-leases.js';
@@ -136,7 +136,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     cleanups.push(() => evaluator.close());
     const snapshots = new SnapshotCache({ db, events });
     cleanups.push(() => snapshots.close());
-    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, batcher: new TransactionBatcher(db) });
+    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger });
     const actors = new ActorHost({
       beforeRun: options.actorBeforeRun,
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),

@@ -2,7 +2,7 @@
 // snapshot and facts in, the engine's result out (with the facts, which the commit needs).
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
 import { silentLogger, systemClock, uuid, type Clock, type Logger } from '../shared/index.js';
-import type { Db, Queryable, TransactionBatcher } from '../store/index.js';
+import type { Db, Queryable } from '../store/index.js';
 import type { CounterEntry } from './commit-effects.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
@@ -18,8 +18,8 @@ export interface IntegrationServiceOptions {
   /** Prefix of built-in event names (default `service_`). */
   eventPrefix?: string;
   logger?: Logger;
-  /** Group commit of single-statement writes (store TransactionBatcher); without it each commits alone. */
-  batcher?: TransactionBatcher;
+  /** Commit plain session updates that arrive together in one statement (default true). */
+  groupCommit?: boolean;
 }
 
 /** The parts every Integration use case works with, made once from its options. */
@@ -31,7 +31,6 @@ export abstract class IntegrationService {
   /** Prefix of built-in event names. */
   readonly prefix: string;
   protected readonly logger: Logger;
-  private readonly batcher: TransactionBatcher | undefined;
 
   constructor(options: IntegrationServiceOptions) {
     this.db = options.db;
@@ -40,12 +39,6 @@ export abstract class IntegrationService {
     this.clock = options.clock ?? systemClock;
     this.prefix = options.eventPrefix ?? 'service_';
     this.logger = options.logger ?? silentLogger;
-    this.batcher = options.batcher;
-  }
-
-  /** Runs a write that is atomic on its own, in a shared transaction when a batcher is there. */
-  protected commitAlone<T>(write: (q: Queryable) => Promise<T>): Promise<T> {
-    return this.batcher ? this.batcher.run(write) : write(this.db);
   }
 }
 

@@ -331,3 +331,151 @@ export function profileRoot(p: ProfileRecord | undefined, integrationId: string)
 export function eventView(e: EventRecord): Record<string, unknown> {
   return { ...e, ledgerEntries: [], meta: { campaigns: [], coupons: [], warnings: [] } };
 }
+
+/**
+ * Commits many sessions' plain updates (no profile counters to change) in one statement: what the
+ * group commit sends when several arrive together. One round trip, one wake-up of the server and
+ * one WAL flush for all of them. Each result is the commit's, or a StaleSessionError for a session
+ * whose update count moved (nothing of it is written).
+ */
+export async function commitSessionsTogether(db: Queryable, commits: readonly SessionCommit[]): Promise<Array<SessionCommitResult | StaleSessionError>> {
+  const rows = commits.map((c, n) => {
+    if ((c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0) {
+      throw new Error('commitSessionsTogether takes plain updates only');
+    }
+    const s = c.session;
+    return {
+      n,
+      application_id: s.applicationId,
+      integration_id: s.integrationId,
+      profile_id: s.profileId,
+      store_integration_id: s.storeIntegrationId,
+      state: s.state,
+      coupon_codes: s.couponCodes,
+      referral_code: s.referralCode,
+      loyalty_cards: s.loyaltyCards,
+      identifiers: s.identifiers,
+      cart_items: s.cartItems,
+      additional_costs: s.additionalCosts,
+      attributes: s.attributes,
+      total: s.total,
+      cart_item_total: s.cartItemTotal,
+      additional_cost_total: s.additionalCostTotal,
+      first_session: s.firstSession,
+      effects: s.effects,
+      now: c.now,
+      closed_at: c.closing ? c.now : null,
+      committed_effects: s.committedEffects,
+      committed_counters: s.committedCounters,
+      expected: c.expectedUpdateCount,
+      account_id: c.accountId,
+      needed: c.knownProfile === undefined && c.profileNeeded === true,
+      events: c.events,
+    };
+  });
+  const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
+    `WITH x AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(n int, application_id int, integration_id text, profile_id text,
+         store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
+         cart_items jsonb, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
+         additional_cost_total numeric, first_session boolean, effects jsonb, now timestamptz, closed_at timestamptz,
+         committed_effects jsonb, committed_counters jsonb, expected int, account_id int, needed boolean, events jsonb)
+     ),
+     u AS (
+       UPDATE customer_sessions s SET profile_id = x.profile_id, store_integration_id = x.store_integration_id, state = x.state,
+         coupon_codes = x.coupon_codes, referral_code = x.referral_code, loyalty_cards = x.loyalty_cards, identifiers = x.identifiers,
+         cart_items = x.cart_items, additional_costs = x.additional_costs, attributes = x.attributes, total = x.total,
+         cart_item_total = x.cart_item_total, additional_cost_total = x.additional_cost_total, first_session = x.first_session,
+         effects = x.effects, updated = x.now, closed_at = COALESCE(x.closed_at, s.closed_at), committed_effects = x.committed_effects,
+         committed_counters = x.committed_counters, update_count = s.update_count + 1
+         FROM x
+        WHERE x.expected > 0 AND s.application_id = x.application_id AND s.integration_id = x.integration_id AND s.update_count = x.expected
+       RETURNING x.n, s.id, s.created, s.updated, s.update_count
+     ),
+     i AS (
+       INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
+         coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
+         total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
+         committed_effects, committed_counters, update_count)
+       SELECT application_id, integration_id, profile_id, store_integration_id, state, coupon_codes, referral_code, loyalty_cards,
+         identifiers, cart_items, additional_costs, attributes, total, cart_item_total, additional_cost_total, first_session,
+         effects, now, now, closed_at, committed_effects, committed_counters, 1
+         FROM x WHERE x.expected = 0
+       ON CONFLICT (application_id, integration_id) DO NOTHING
+       RETURNING application_id, integration_id, id, created, updated, update_count
+     ),
+     r AS (
+       SELECT * FROM u
+       UNION ALL
+       -- An inserted row belongs to the first new commit of its session (a batch never holds two,
+       -- as a session's actor runs one call at a time; if it did, the others would be stale).
+       SELECT * FROM (
+         SELECT DISTINCT ON (i.application_id, i.integration_id) x.n, i.id, i.created, i.updated, i.update_count
+           FROM i JOIN x ON x.expected = 0 AND x.application_id = i.application_id AND x.integration_id = i.integration_id
+          ORDER BY i.application_id, i.integration_id, x.n
+       ) first_new
+     ),
+     w AS (
+       SELECT x.*, r.id AS session_row_id, r.created AS session_created, r.updated AS session_updated, r.update_count AS session_update_count
+         FROM x JOIN r ON r.n = x.n
+     ),
+     pu AS (
+       UPDATE customer_profiles p SET last_activity = w.now
+         FROM (SELECT DISTINCT ON (account_id, profile_id) * FROM w WHERE profile_id <> '' ORDER BY account_id, profile_id, needed DESC) w
+        WHERE p.account_id = w.account_id AND p.integration_id = w.profile_id
+          AND (w.needed OR p.last_activity < w.now - interval '60 seconds')
+       RETURNING p.*
+     ),
+     pi AS (
+       INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
+       SELECT DISTINCT ON (account_id, profile_id) account_id, profile_id, now, now FROM w
+        WHERE profile_id <> '' AND NOT EXISTS (SELECT 1 FROM customer_profiles p WHERE p.account_id = w.account_id AND p.integration_id = w.profile_id)
+       ON CONFLICT (account_id, integration_id) DO NOTHING
+       RETURNING *
+     ),
+     e AS (
+       INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
+       SELECT w.application_id, w.now, w.profile_id, w.integration_id, w.store_integration_id, v.type, v.attributes, v.effects
+         FROM w, ROWS FROM (jsonb_to_recordset(w.events) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS v(type, attributes, effects, k)
+        ORDER BY w.n, v.k
+       RETURNING application_id, session_id, id, created, type
+     )
+     SELECT (SELECT json_agg(json_build_object('n', w.n, 'id', w.session_row_id, 'created', w.session_created, 'updated', w.session_updated,
+                                               'update_count', w.session_update_count)) FROM w) AS sessions,
+            (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
+            (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
+               FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`,
+    [JSON.stringify(rows)],
+  );
+  const written = new Map((out?.sessions ?? []).map((r) => [r.n as number, r]));
+  const profiles = new Map((out?.profiles ?? []).map((p) => [`${p.account_id as number}|${p.integration_id as string}`, toProfile(p)]));
+  return Promise.all(
+    commits.map(async (c, n) => {
+      const r = written.get(n);
+      if (!r) return new StaleSessionError();
+      const s = c.session;
+      const byType = new Map(c.events.map((e) => [e.type, e]));
+      const profile =
+        s.profileId === ''
+          ? undefined
+          : (profiles.get(`${c.accountId}|${s.profileId}`) ?? c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined));
+      return {
+        session: { ...s, id: Number(r.id), created: iso(r.created), updated: iso(r.updated), updateCount: r.update_count as number },
+        profile,
+        events: (out?.events ?? [])
+          .filter((e) => e.n === n)
+          .map((e) => ({
+            id: Number(e.id),
+            created: iso(e.created),
+            applicationId: s.applicationId,
+            profileId: s.profileId,
+            storeIntegrationId: s.storeIntegrationId,
+            type: e.type,
+            attributes: byType.get(e.type)?.attributes ?? {},
+            sessionId: s.integrationId,
+            effects: byType.get(e.type)?.effects ?? [],
+          })),
+      };
+    }),
+  );
+}

@@ -1,6 +1,6 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
-import { addExact, AppError, badRequest, notFound, sumProducts } from '../shared/index.js';
+import { addExact, AppError, badRequest, GroupCommit, notFound, sumProducts } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
@@ -8,6 +8,7 @@ import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOpti
 import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
+  commitSessionsTogether,
   isFirstSession,
   loadProfile,
   loadProfileContext,
@@ -15,6 +16,7 @@ import {
   StaleSessionError,
   type EventRecord,
   type ProfileRecord,
+  type SessionCommit,
   type SessionCommitResult,
 } from './repository.js';
 import { applyPayload, checkTransition, emptySession, sessionView, withTotals, type CartItem, type SessionPayload, type SessionRecord } from './session-model.js';
@@ -43,6 +45,16 @@ interface Extras {
 
 /** Session use cases: update (evaluate and commit), returns, reopen and read. Called by the session's actor. */
 export class SessionService extends IntegrationService {
+  private readonly sessionWrites: GroupCommit<SessionCommit, SessionCommitResult>;
+
+  constructor(options: SessionServiceOptions) {
+    super(options);
+    const one = (c: SessionCommit) => commitSession(this.db, c);
+    this.sessionWrites = new GroupCommit({
+      one,
+      many: options.groupCommit === false ? (cs) => Promise.all(cs.map((c) => one(c).catch((e: Error) => e))) : (cs) => commitSessionsTogether(this.db, cs),
+    });
+  }
 
   /**
    * Updates (or creates) a session. `cached` is the session as this actor last committed it; it is
@@ -279,9 +291,9 @@ export class SessionService extends IntegrationService {
       ...(closing ? [`${this.prefix}session_closed`] : []),
       ...(from !== 'cancelled' && to === 'cancelled' ? [`${this.prefix}session_cancelled`] : []),
     ];
-    const write = async (t: Queryable) => {
+    const write = async (t: Queryable | undefined) => {
       let extras: Extras = {};
-      if (closing && outcome) {
+      if (closing && outcome && t) {
         const made = await commitEffects(t, {
           app: snapshot.application,
           campaigns: snapshot.campaigns,
@@ -296,7 +308,7 @@ export class SessionService extends IntegrationService {
         session.attributes = { ...session.attributes, ...attributeUpdates(result.effects, 'Session') };
         extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
       }
-      const committed = await commitSession(t, {
+      const commit: SessionCommit = {
         accountId: app.accountId,
         session,
         expectedUpdateCount: stored?.updateCount ?? 0,
@@ -306,14 +318,15 @@ export class SessionService extends IntegrationService {
         profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
-      });
+      };
+      // An update that only writes the session is one statement: it needs no transaction of its
+      // own and is committed together with the other sessions' updates that arrive meanwhile.
+      const committed = t ? await commitSession(t, commit) : await this.sessionWrites.commit(commit);
       const state = this.finalState(snapshot, committed, mainEvent, result, responseContent, extras, outcome);
-      if (scope) await remember(t, scope, state, this.clock);
+      if (scope && t) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    // An update that only writes the session is one statement: it needs no transaction of its own
-    // and may share one with other sessions' updates (one WAL flush for all of them).
-    return closing || scope ? this.db.transaction(write) : this.commitAlone(write);
+    return closing || scope ? this.db.transaction(write) : write(undefined);
   }
 
   /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */

@@ -7,3 +7,4 @@ export * from './ids.js';
 export * from './decimal.js';
 export * from './config-events.js';
 export { mapLimited } from './concurrency.js';
+export { GroupCommit, type GroupCommitOptions } from './group-commit.js';

@@ -14,4 +14,3 @@ export function openDb(options: DbOptions): Promise<Db> {
   return options.databaseUrl ? createPostgresDb(options.databaseUrl, options) : createPgliteDb(options);
 }
 export { foldCampaignStats } from './campaign-stats.js';
-export { TransactionBatcher, type TransactionBatcherOptions } from './batcher.js';

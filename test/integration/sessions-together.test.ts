@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commitSession, commitSessionsTogether, StaleSessionError, type SessionCommit } from '../../services/integration/repository.js';
+import { applyPayload, emptySession } from '../../services/integration/session-model.js';
+import { createTestDb, type AdapterName, type TestDb } from '../helpers/db.js';
+import { postgresUp } from '../helpers/services.js';
+
+const adapters: AdapterName[] = postgresUp ? ['pglite', 'postgres'] : ['pglite'];
+
+describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
+  let t: TestDb;
+  const now = '2026-11-23T10:00:00.000Z';
+  const commitOf = (id: string, profileId: string, expected = 0, events = ['service_session_created', 'service_session_updated']): SessionCommit => ({
+    accountId: 1,
+    session: applyPayload(emptySession(1, id, now), { profileId, cartItems: [{ sku: 'A', quantity: 2, price: 3.3 }] }),
+    expectedUpdateCount: expected,
+    closing: false,
+    now,
+    events: events.map((type) => ({ type, attributes: {}, effects: [{ effectType: type }] })),
+  });
+
+  beforeAll(async () => {
+    t = await createTestDb(adapter);
+    await t.db.query(`INSERT INTO accounts DEFAULT VALUES`);
+    await t.db.query(`INSERT INTO applications (account_id, name, timezone, currency, signing_secret) VALUES (1, 'a', 'UTC', 'EUR', 'x')`);
+  }, 30_000);
+  afterAll(async () => {
+    await t?.cleanup();
+  });
+
+  it('writes new and updated sessions, their events in order and each new profile once, and refuses the stale one', async () => {
+    const existing = await commitSession(t.db, commitOf('old', 'ann'));
+    const results = await commitSessionsTogether(t.db, [
+      commitOf('new-1', 'bob'),
+      commitOf('new-2', 'bob'),
+      { ...commitOf('old', 'ann', existing.session.updateCount, ['service_session_updated']), session: { ...existing.session, total: 99 } },
+      commitOf('old', 'ann', 7, ['service_session_updated']),
+      commitOf('anon', ''),
+    ]);
+    expect(results[3]).toBeInstanceOf(StaleSessionError);
+    const ok = results.filter((r) => !(r instanceof StaleSessionError)) as Array<Exclude<(typeof results)[number], StaleSessionError>>;
+    expect(ok.map((r) => [r.session.integrationId, r.session.updateCount])).toEqual([
+      ['new-1', 1],
+      ['new-2', 1],
+      ['old', 2],
+      ['anon', 1],
+    ]);
+    expect(ok[0]!.events.map((e) => e.type)).toEqual(['service_session_created', 'service_session_updated']);
+    expect(ok[0]!.events[0]!.id).toBeLessThan(ok[0]!.events[1]!.id);
+    const rows = await t.db.query<{ integration_id: string; total: string; update_count: number }>(
+      `SELECT integration_id, total::text, update_count FROM customer_sessions ORDER BY integration_id`,
+    );
+    expect(rows).toEqual([
+      { integration_id: 'anon', total: '6.6', update_count: 1 },
+      { integration_id: 'new-1', total: '6.6', update_count: 1 },
+      { integration_id: 'new-2', total: '6.6', update_count: 1 },
+      { integration_id: 'old', total: '99', update_count: 2 },
+    ]);
+    expect(await t.db.query(`SELECT integration_id FROM customer_profiles ORDER BY integration_id`)).toEqual([{ integration_id: 'ann' }, { integration_id: 'bob' }]);
+    const events = await t.db.query<{ session_id: string; type: string }>(`SELECT session_id, type FROM events ORDER BY id`);
+    // The stale update wrote nothing, not even its event.
+    expect(events.filter((e) => e.session_id === 'old').map((e) => e.type)).toEqual(['service_session_created', 'service_session_updated', 'service_session_updated']);
+  });
+});
