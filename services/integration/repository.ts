@@ -269,34 +269,7 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
     params,
   );
   if (!row?.session) throw new StaleSessionError();
-  const stored = row.session;
-  const session: SessionRecord = {
-    ...s,
-    id: Number(stored.id),
-    created: iso(stored.created),
-    updated: iso(stored.updated),
-    updateCount: stored.update_count as number,
-  };
-  const byType = new Map(c.events.map((e) => [e.type, e]));
-  return {
-    session,
-    profile: row.profile
-      ? toProfile(row.profile)
-      : s.profileId === ''
-        ? undefined
-        : (c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined)),
-    events: row.events.map((e) => ({
-      id: Number(e.id),
-      created: iso(e.created),
-      applicationId: s.applicationId,
-      profileId: s.profileId,
-      storeIntegrationId: s.storeIntegrationId,
-      type: e.type,
-      attributes: byType.get(e.type)?.attributes ?? {},
-      sessionId: s.integrationId,
-      effects: byType.get(e.type)?.effects ?? [],
-    })),
-  };
+  return committedResult(db, c, row.session, row.profile, row.events);
 }
 
 export function profileView(p: ProfileRecord): Record<string, unknown> {
@@ -448,34 +421,44 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
     [JSON.stringify(rows)],
   );
   const written = new Map((out?.sessions ?? []).map((r) => [r.n as number, r]));
-  const profiles = new Map((out?.profiles ?? []).map((p) => [`${p.account_id as number}|${p.integration_id as string}`, toProfile(p)]));
+  const profiles = new Map((out?.profiles ?? []).map((p) => [`${p.account_id as number}|${p.integration_id as string}`, p]));
   return Promise.all(
     commits.map(async (c, n) => {
       const r = written.get(n);
       if (!r) return new StaleSessionError();
-      const s = c.session;
-      const byType = new Map(c.events.map((e) => [e.type, e]));
-      const profile =
-        s.profileId === ''
-          ? undefined
-          : (profiles.get(`${c.accountId}|${s.profileId}`) ?? c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined));
-      return {
-        session: { ...s, id: Number(r.id), created: iso(r.created), updated: iso(r.updated), updateCount: r.update_count as number },
-        profile,
-        events: (out?.events ?? [])
-          .filter((e) => e.n === n)
-          .map((e) => ({
-            id: Number(e.id),
-            created: iso(e.created),
-            applicationId: s.applicationId,
-            profileId: s.profileId,
-            storeIntegrationId: s.storeIntegrationId,
-            type: e.type,
-            attributes: byType.get(e.type)?.attributes ?? {},
-            sessionId: s.integrationId,
-            effects: byType.get(e.type)?.effects ?? [],
-          })),
-      };
+      return committedResult(db, c, r, profiles.get(`${c.accountId}|${c.session.profileId}`), (out?.events ?? []).filter((e) => e.n === n));
     }),
   );
+}
+
+/** What a commit returns: the session with its stored ids and counts, the profile, the events. */
+async function committedResult(
+  db: Queryable,
+  c: SessionCommit,
+  stored: Record<string, unknown>,
+  profileRow: Record<string, unknown> | null | undefined,
+  events: ReadonlyArray<{ id: number; created: string; type: string }>,
+): Promise<SessionCommitResult> {
+  const s = c.session;
+  const byType = new Map(c.events.map((e) => [e.type, e]));
+  const profile = profileRow
+    ? toProfile(profileRow)
+    : s.profileId === ''
+      ? undefined
+      : (c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined));
+  return {
+    session: { ...s, id: Number(stored.id), created: iso(stored.created), updated: iso(stored.updated), updateCount: stored.update_count as number },
+    profile,
+    events: events.map((e) => ({
+      id: Number(e.id),
+      created: iso(e.created),
+      applicationId: s.applicationId,
+      profileId: s.profileId,
+      storeIntegrationId: s.storeIntegrationId,
+      type: e.type,
+      attributes: byType.get(e.type)?.attributes ?? {},
+      sessionId: s.integrationId,
+      effects: byType.get(e.type)?.effects ?? [],
+    })),
+  };
 }
