@@ -160,20 +160,7 @@ export class ProfileService extends IntegrationService {
   ): Promise<JsonObject> {
     const { app, integrationId } = call;
     for (let attempt = 1; ; attempt++) {
-      const now = this.clock.now();
-      const nowIso = now.toISOString();
-      // The profile as it will be after the merge: what the rules see.
-      const stored = await loadProfile(this.db, app.accountId, integrationId);
-      const merged = mergedProfile(stored, app.accountId, integrationId, attributes, nowIso);
-      const type = `${this.prefix}${stored ? 'profile_updated' : 'profile_created'}`;
-      const outcome = await this.evaluation.run({
-        applicationId: app.applicationId,
-        session: profileSession(app.applicationId, integrationId, nowIso),
-        profile: merged,
-        event: { type, attributes: {} },
-        now,
-        onlyCampaignIds: evaluable,
-      });
+      const { now, nowIso, type, outcome } = await this.evaluateProfileEvent(call, attributes, { onlyCampaignIds: evaluable });
       try {
         // Counters before the profile row, as a session close locks them: no deadlock between the two.
         return await this.db.transaction(async (tx: Queryable) => {
@@ -216,6 +203,29 @@ export class ProfileService extends IntegrationService {
     }
   }
 
+  /** Evaluates the profile's built-in event on the profile as it will be after the merge (what the rules see). */
+  private async evaluateProfileEvent(
+    call: UpdateProfileCall,
+    attributes: Record<string, unknown>,
+    which: { onlyCampaignIds?: number[] | undefined; evaluableCampaignIds?: number[] | undefined },
+  ) {
+    const { app, integrationId } = call;
+    const now = this.clock.now();
+    const nowIso = now.toISOString();
+    const stored = await loadProfile(this.db, app.accountId, integrationId);
+    const merged = mergedProfile(stored, app.accountId, integrationId, attributes, nowIso);
+    const type = `${this.prefix}${stored ? 'profile_updated' : 'profile_created'}`;
+    const outcome = await this.evaluation.run({
+      applicationId: app.applicationId,
+      session: profileSession(app.applicationId, integrationId, nowIso),
+      profile: merged,
+      event: { type, attributes: {} },
+      now,
+      ...which,
+    });
+    return { now, nowIso, type, outcome, merged };
+  }
+
   private async dryRun(
     call: UpdateProfileCall,
     attributes: Record<string, unknown>,
@@ -223,20 +233,8 @@ export class ProfileService extends IntegrationService {
     responseContent: Set<string>,
   ): Promise<JsonObject> {
     const { app, integrationId } = call;
-    const now = this.clock.now();
-    const nowIso = now.toISOString();
-    const stored = await loadProfile(this.db, app.accountId, integrationId);
-    const merged = mergedProfile(stored, app.accountId, integrationId, attributes, nowIso);
-    const type = `${this.prefix}${stored ? 'profile_updated' : 'profile_created'}`;
     // rules.md 6.1: a dry run evaluates exactly the listed campaigns, even disabled ones.
-    const outcome = await this.evaluation.run({
-      applicationId: app.applicationId,
-      session: profileSession(app.applicationId, integrationId, nowIso),
-      profile: merged,
-      event: { type, attributes: {} },
-      now,
-      evaluableCampaignIds: evaluable,
-    });
+    const { nowIso, type, outcome, merged } = await this.evaluateProfileEvent(call, attributes, { evaluableCampaignIds: evaluable });
     const event = unsavedEvent({
       applicationId: app.applicationId,
       profileId: integrationId,
