@@ -73,6 +73,10 @@ function amountFor(key: LimitKey, effects: readonly Effect[], acceptedCoupon: Ma
   }
 }
 
+/** Every random code tried was taken: rare, and a retry draws new ones. */
+export const noFreeCode = (kind: 'coupon' | 'referral'): AppError =>
+  new AppError('conflict', `Could not find a free ${kind} code; retry`, [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
+
 const DEFAULT_CHARS = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'];
 
 /** A random code of the pattern (each `#` a character of validCharacters), from crypto randomness. */
@@ -203,7 +207,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
           break;
         }
         // The seeded code is taken: another of the same pattern.
-        if (attempt >= 10) throw new AppError('conflict', 'Could not find a free coupon code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
+        if (attempt >= 10) throw noFreeCode('coupon');
         const settings = settingsOf(e.campaignId)?.couponSettings;
         value = normalizeCode(c.app, randomCode(settings?.couponPattern, settings?.validCharacters));
       }
@@ -223,7 +227,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
           createdReferrals.push(referralView(row));
           break;
         }
-        if (attempt >= 10) throw new AppError('conflict', 'Could not find a free referral code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
+        if (attempt >= 10) throw noFreeCode('referral');
         const settings = settingsOf(e.campaignId)?.referralSettings;
         code = randomCode(settings?.couponPattern, settings?.validCharacters);
       }

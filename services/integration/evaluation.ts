@@ -3,7 +3,9 @@
 import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
 import { silentLogger, systemClock, uuid, type Clock, type Logger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
+import type { AppRef, JsonObject } from '../actors/port.js';
 import type { CounterEntry } from './commit-effects.js';
+import { IdempotencyKeyTaken, replayed, type IdempotencyScope } from './idempotency.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
 import { sessionRoot, type SessionRecord } from './session-model.js';
@@ -18,8 +20,6 @@ export interface IntegrationServiceOptions {
   /** Prefix of built-in event names (default `service_`). */
   eventPrefix?: string;
   logger?: Logger;
-  /** Commit plain session updates that arrive together in one statement (default true). */
-  groupCommit?: boolean;
 }
 
 /** The parts every Integration use case works with, made once from its options. */
@@ -39,6 +39,30 @@ export abstract class IntegrationService {
     this.clock = options.clock ?? systemClock;
     this.prefix = options.eventPrefix ?? 'service_';
     this.logger = options.logger ?? silentLogger;
+  }
+
+  /** The Idempotency-Key scope of a write, when the caller sent a key. */
+  protected scopeOf(app: AppRef, key: string | undefined, operation: string, request: unknown): IdempotencyScope | undefined {
+    return key === undefined ? undefined : { applicationId: app.applicationId, key, operation, request };
+  }
+
+  /**
+   * Runs a write under its Idempotency-Key: a stored response is replayed; when another request
+   * with the key committed first while this one ran (its `remember` refused the key and rolled the
+   * write back), that request's response is replayed too.
+   */
+  protected async idempotent<T>(scope: IdempotencyScope | undefined, run: () => Promise<T>, fromStored: (state: JsonObject) => T): Promise<T> {
+    if (!scope) return run();
+    const previous = await replayed(this.db, scope, this.clock);
+    if (previous) return fromStored(previous);
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof IdempotencyKeyTaken)) throw e;
+      const stored = await replayed(this.db, scope, this.clock);
+      if (!stored) throw e;
+      return fromStored(stored);
+    }
   }
 }
 

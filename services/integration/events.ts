@@ -20,7 +20,7 @@ import {
   unsavedEvent,
 } from './customer-records.js';
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
-import { remember, replayed, type IdempotencyScope } from './idempotency.js';
+import { remember, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
 import { emptySession, sessionView, type SessionRecord } from './session-model.js';
@@ -85,15 +85,19 @@ export class EventService extends IntegrationService {
       );
     }
 
-    const scope: IdempotencyScope | undefined =
-      call.idempotencyKey === undefined
-        ? undefined
-        : { applicationId: call.app.applicationId, key: call.idempotencyKey, operation: `trackEvent:${profileId}`, request: call.request };
-    if (scope) {
-      const previous = await replayed(this.db, scope, this.clock);
-      if (previous) return previous;
-    }
+    const scope = this.scopeOf(call.app, call.idempotencyKey, `trackEvent:${profileId}`, call.request);
+    return this.idempotent(scope, () => this.commitEvent(call, request, responseContent, shape, scope, { profileId, sessionId, implicit, evaluable }), (stored) => stored);
+  }
 
+  /** Evaluates and commits one event, again with fresh facts when a counter ran out under it. */
+  private async commitEvent(
+    call: TrackEventCall,
+    request: EventRequest,
+    responseContent: Set<string>,
+    shape: (state: JsonObject) => JsonObject,
+    scope: IdempotencyScope | undefined,
+    { profileId, sessionId, implicit, evaluable }: { profileId: string; sessionId: string; implicit: boolean; evaluable: number[] | undefined },
+  ): Promise<JsonObject> {
     for (let attempt = 1; ; attempt++) {
       const now = this.clock.now();
       const nowIso = now.toISOString();

@@ -17,7 +17,7 @@ import {
   upsertProfile,
 } from './customer-records.js';
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
-import { remember, replayed, type IdempotencyScope } from './idempotency.js';
+import { remember, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
 import { loadProfile, type ProfileRecord } from './repository.js';
 import { emptySession } from './session-model.js';
@@ -66,22 +66,12 @@ export class ProfileService extends IntegrationService {
     const evaluable = request.evaluableCampaignIds?.length ? request.evaluableCampaignIds : undefined;
     const shape = (state: JsonObject) => (v1 ? toV1State(state) : state);
     if (call.dry) return shape(await this.dryRun(call, attributes, evaluable, responseContent));
-    const scope: IdempotencyScope | undefined =
-      call.idempotencyKey === undefined
-        ? undefined
-        : {
-            applicationId: call.app.applicationId,
-            key: call.idempotencyKey,
-            operation: `updateProfile:${call.integrationId}`,
-            request: { request: call.request, runRuleEngine: call.runRuleEngine },
-          };
-    if (scope) {
-      const previous = await replayed(this.db, scope, this.clock);
-      if (previous) return previous;
-    }
-    const state = call.runRuleEngine
-      ? await this.evaluateAndCommit(call, attributes, evaluable, responseContent, scope)
-      : await this.storeOnly(call, attributes, responseContent, scope);
+    const scope = this.scopeOf(call.app, call.idempotencyKey, `updateProfile:${call.integrationId}`, { request: call.request, runRuleEngine: call.runRuleEngine });
+    const state = await this.idempotent(
+      scope,
+      () => (call.runRuleEngine ? this.evaluateAndCommit(call, attributes, evaluable, responseContent, scope) : this.storeOnly(call, attributes, responseContent, scope)),
+      (stored) => stored,
+    );
     return shape(state);
   }
 

@@ -1,9 +1,9 @@
 // Referral codes made for advocates through the Integration API (POST /v1/referrals and
 // /v1/referrals_for_multiple_advocates); their redemption is part of the session flow.
 import type { CreateReferralCall, JsonObject } from '../actors/port.js';
-import { AppError, badRequest, notFound, systemClock, type Clock } from '../shared/index.js';
+import { badRequest, notFound, systemClock, type Clock } from '../shared/index.js';
 import type { Db } from '../store/index.js';
-import { randomCode, referralView } from './commit-effects.js';
+import { noFreeCode, randomCode, referralView } from './commit-effects.js';
 
 export interface ReferralRequest {
   campaignId: number;
@@ -70,7 +70,7 @@ export class ReferralService {
         );
         if (row) return referralView(row);
       }
-      throw new AppError('conflict', 'Could not find a free referral code; retry', [{ title: 'Conflict', details: 'every code tried was taken', source: { pointer: '' } }]);
+      throw noFreeCode('referral');
     });
   }
 }

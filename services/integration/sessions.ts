@@ -1,15 +1,14 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
-import { addExact, AppError, badRequest, GroupCommit, notFound, sumProducts } from '../shared/index.js';
+import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
-import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
+import { remember, type IdempotencyScope } from './idempotency.js';
 import {
   commitSession,
   commitSessionsTogether,
-  isFirstSession,
   loadProfile,
   loadProfileContext,
   loadSession,
@@ -37,6 +36,9 @@ const MAX_RETRIES = 20;
 
 const EMPTY_RESULT: EvaluationResult = { effects: [], ruleFailureReasons: [], triggeredCampaignIds: [] };
 
+/** A replayed response changes nothing: no session to cache. */
+const replayedOutcome = (state: JsonObject): SessionUpdateOutcome => ({ state });
+
 interface Extras {
   createdCoupons?: Array<Record<string, unknown>>;
   createdReferrals?: Array<Record<string, unknown>>;
@@ -49,10 +51,9 @@ export class SessionService extends IntegrationService {
 
   constructor(options: SessionServiceOptions) {
     super(options);
-    const one = (c: SessionCommit) => commitSession(this.db, c);
-    this.sessionWrites = new GroupCommit({
-      one,
-      many: options.groupCommit === false ? (cs) => Promise.all(cs.map((c) => one(c).catch((e: Error) => e))) : (cs) => commitSessionsTogether(this.db, cs),
+    this.sessionWrites = new GroupCommit<SessionCommit, SessionCommitResult>({
+      one: (c) => commitSession(this.db, c),
+      many: (cs) => commitSessionsTogether(this.db, cs),
     });
   }
 
@@ -67,8 +68,10 @@ export class SessionService extends IntegrationService {
     const now = this.evaluationTime(call);
     if (call.dry) return { state: await this.dryRun(call.app, call.customerSessionId, cached, payload, responseContent, now) };
     const scope = this.scopeOf(call.app, call.idempotencyKey, `updateSession:${call.customerSessionId}`, { request: call.request });
-    return this.idempotent(scope, () =>
-      this.withRetries(call.app, call.customerSessionId, cached, (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope)),
+    return this.idempotent(
+      scope,
+      () => this.withRetries(call.app, call.customerSessionId, cached, (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope)),
+      replayedOutcome,
     );
   }
 
@@ -178,7 +181,7 @@ export class SessionService extends IntegrationService {
       return this.db.transaction(write);
     };
     if (call.dry) return run(cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId)));
-    return this.idempotent(scope, () => this.withRetries(call.app, call.customerSessionId, cached, run));
+    return this.idempotent(scope, () => this.withRetries(call.app, call.customerSessionId, cached, run), replayedOutcome);
   }
 
   /** PUT .../reopen: a closed session is open again and what its close committed is rolled back. */
@@ -197,6 +200,7 @@ export class SessionService extends IntegrationService {
           return this.undoClose(call.app, snapshot, stored, 'open', `${this.prefix}session_updated`, new Set(['customerSession']), now, scope);
         },
       ),
+      replayedOutcome,
     );
   }
 
@@ -219,8 +223,8 @@ export class SessionService extends IntegrationService {
     const base = emptySession(app.applicationId, sessionId, now.toISOString());
     const session = applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload);
     session.updateCount = stored?.updateCount ?? 0;
-    const profile = session.profileId ? await loadProfile(this.db, app.accountId, session.profileId) : undefined;
-    session.firstSession = stored?.firstSession ?? (await isFirstSession(this.db, app.applicationId, session.profileId));
+    const { profile, firstSession } = await loadProfileContext(this.db, app, session.profileId, !stored);
+    session.firstSession = stored?.firstSession ?? firstSession;
     const mainEvent = this.mainEventType(stored, session);
     const result = await this.evaluation.run({
       applicationId: app.applicationId,
@@ -281,7 +285,7 @@ export class SessionService extends IntegrationService {
       to === 'open' || closing
         ? await this.evaluation.run({ applicationId: app.applicationId, session, profile, event: { type: mainEvent, attributes: {} }, now })
         : undefined;
-    const snapshot = outcome?.snapshot ?? (await this.snapshots.get(app.applicationId));
+    const snapshot = outcome?.snapshot ?? snapshotBefore;
     const result: EvaluationResult = outcome ?? EMPTY_RESULT;
     session.effects = result.effects;
 
@@ -393,31 +397,10 @@ export class SessionService extends IntegrationService {
         return await attempt(current);
       } catch (e) {
         if (!(e instanceof StaleSessionError || e instanceof CommitRaceError)) throw e;
-        if (n >= MAX_RETRIES) throw new AppError('conflict', 'Too many requests are updating this session at the same time', [
-          { title: 'Conflict', details: `the session or a counter it uses kept changing: ${e.message}`, source: { pointer: '' } },
-        ]);
+        if (n >= MAX_RETRIES) throw tooManyConcurrent('session');
         this.logger.debug('session commit raced, retrying', { session: sessionId, attempt: n, reason: e.message });
         if (e instanceof CommitRaceError) await new Promise((r) => setTimeout(r, Math.random() * 5 * (n + 1)));
       }
-    }
-  }
-
-  private scopeOf(app: AppRef, key: string | undefined, operation: string, request: unknown): IdempotencyScope | undefined {
-    return key === undefined ? undefined : { applicationId: app.applicationId, key, operation, request };
-  }
-
-  private async idempotent(scope: IdempotencyScope | undefined, run: () => Promise<SessionUpdateOutcome>): Promise<SessionUpdateOutcome> {
-    if (!scope) return run();
-    const previous = await replayed(this.db, scope, this.clock);
-    if (previous) return { state: previous };
-    try {
-      return await run();
-    } catch (e) {
-      // Another request with this key committed first (a retry racing its original): its answer is ours.
-      if (!(e instanceof IdempotencyKeyTaken)) throw e;
-      const stored = await replayed(this.db, scope, this.clock);
-      if (!stored) throw e;
-      return { state: stored };
     }
   }
 
