@@ -150,7 +150,7 @@ export class ProfileService extends IntegrationService {
   ): Promise<JsonObject> {
     const { app, integrationId } = call;
     for (let attempt = 1; ; attempt++) {
-      const { now, nowIso, type, outcome } = await this.evaluateProfileEvent(call, attributes, { onlyCampaignIds: evaluable });
+      const { now, nowIso, outcome, newEvent } = await this.evaluateProfileEvent(call, attributes, { onlyCampaignIds: evaluable });
       try {
         // Counters before the profile row, as a session close locks them: no deadlock between the two.
         return await this.db.transaction(async (tx: Queryable) => {
@@ -164,16 +164,7 @@ export class ProfileService extends IntegrationService {
             now,
           });
           const { profile } = await upsertProfile(tx, app.accountId, integrationId, attributes, nowIso);
-          const event = await insertEvent(tx, {
-            applicationId: app.applicationId,
-            profileId: integrationId,
-            sessionId: '',
-            storeIntegrationId: '',
-            type,
-            attributes: {},
-            effects: outcome.effects,
-            now: nowIso,
-          });
+          const event = await insertEvent(tx, newEvent);
           const state = integrationState(responseContent, {
             snapshot: outcome.snapshot,
             result: outcome,
@@ -213,7 +204,9 @@ export class ProfileService extends IntegrationService {
       now,
       ...which,
     });
-    return { now, nowIso, type, outcome, merged };
+    // The profile's event row, as it is stored (or shown, for a dry run).
+    const newEvent = { applicationId: app.applicationId, profileId: integrationId, sessionId: '', storeIntegrationId: '', type, attributes: {}, effects: outcome.effects, now: nowIso };
+    return { now, nowIso, type, outcome, merged, newEvent };
   }
 
   private async dryRun(
@@ -222,19 +215,9 @@ export class ProfileService extends IntegrationService {
     evaluable: number[] | undefined,
     responseContent: Set<string>,
   ): Promise<JsonObject> {
-    const { app, integrationId } = call;
     // rules.md 6.1: a dry run evaluates exactly the listed campaigns, even disabled ones.
-    const { nowIso, type, outcome, merged } = await this.evaluateProfileEvent(call, attributes, { evaluableCampaignIds: evaluable });
-    const event = unsavedEvent({
-      applicationId: app.applicationId,
-      profileId: integrationId,
-      sessionId: '',
-      storeIntegrationId: '',
-      type,
-      attributes: {},
-      effects: outcome.effects,
-      now: nowIso,
-    });
+    const { outcome, merged, newEvent } = await this.evaluateProfileEvent(call, attributes, { evaluableCampaignIds: evaluable });
+    const event = unsavedEvent(newEvent);
     return integrationState(responseContent, {
       snapshot: outcome.snapshot,
       result: outcome,
