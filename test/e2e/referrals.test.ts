@@ -65,6 +65,16 @@ describe.skipIf(!postgresUp)('referrals', () => {
     }
     const wrong = createIntegrationClient({ baseUrl: t.url, apiKey: 'wrong', retries: 0 });
     expect((await wrong.POST('/v1/referrals', { body: { campaignId: s.campaignId, advocateProfileIntegrationId: 'ada' } })).response.status).toBe(401);
+
+    // The same for several advocates.
+    const many = async (body: Record<string, unknown>, client = s.integration) => client.POST('/v1/referrals_for_multiple_advocates', { params: { query: { silent: 'no' } }, body: body as never });
+    const empty = await many({ campaignId: s.campaignId, advocateProfileIntegrationIds: [] });
+    expect(empty.response.status).toBe(400);
+    expect(empty.error?.errors[0]?.source?.pointer).toBe('/advocateProfileIntegrationIds');
+    const foreign = await many({ campaignId: other.campaignId, advocateProfileIntegrationIds: ['m1'] });
+    expect(foreign.response.status).toBe(404);
+    expect(foreign.error?.errors[0]?.source?.pointer).toBe('/campaignId');
+    expect((await many({ campaignId: s.campaignId, advocateProfileIntegrationIds: ['m1'] }, wrong)).response.status).toBe(401);
   });
 
   it('redeems a referral on close, once per friend and campaign, and gives it back on cancel', async () => {

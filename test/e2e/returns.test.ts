@@ -233,5 +233,16 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 20 });
     const notClosed = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'nope' } } });
     expect(notClosed.response.status).toBe(404);
+    expect(notClosed.error?.errors[0]?.source?.pointer).toBe('/path/customerSessionId');
+    // An open session cannot be reopened.
+    unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'still-open' } }, body: { customerSession: twoLines() as never } }));
+    const open = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'still-open' } } });
+    expect(open.response.status).toBe(400);
+    expect(open.error?.errors[0]).toMatchObject({ title: 'InvalidSessionStateTransition', source: { pointer: '/path/customerSessionId' } });
+    // A wrong key, and another Application's key, do not reach it.
+    const wrong = createIntegrationClient({ baseUrl: t.url, apiKey: 'nope', retries: 0 });
+    expect((await wrong.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'ret-5' } } })).response.status).toBe(401);
+    const other = await setupShop(t.url, t.admin);
+    expect((await other.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'ret-5' } } })).response.status).toBe(404);
   });
 });
