@@ -106,39 +106,92 @@ export function attributeUpdates(effects: readonly Effect[], root: 'Session' | '
   return out;
 }
 
+interface EffectsPlan {
+  redemptions: Array<{ campaignId: number; value: string; id: number; discount: number }>;
+  referral: LoadedFacts['facts']['referral'] | undefined;
+  limits: Array<{ key: LimitKey; amount: number }>;
+  profileAttributes: Record<string, unknown>;
+  creations: Effect[];
+  stats: CampaignStatsDelta[];
+}
+
+/** What committing the effects writes, in the order it is written. */
+function planEffects(c: EffectsCommit): EffectsPlan {
+  const acceptedCoupon = new Map<number, string>();
+  for (const e of c.effects) if (e.effectType === 'acceptCoupon') acceptedCoupon.set(e.campaignId, e.props.value as string);
+  const discountOf = (campaignId: number) =>
+    sum(c.effects.filter((e) => e.campaignId === campaignId && DISCOUNT_EFFECTS.has(e.effectType)).map((e) => e.props.value as number));
+
+  const redemptions = [...acceptedCoupon]
+    .map(([campaignId, value]) => ({ campaignId, value, id: c.loaded.couponIds.get(value) }))
+    .filter((r): r is { campaignId: number; value: string; id: number } => r.id !== undefined)
+    .sort((a, b) => a.id - b.id)
+    .map((r) => ({ ...r, discount: discountOf(r.campaignId) }));
+  const accepted = c.effects.some((e) => e.effectType === 'acceptReferral');
+  const referral = accepted ? c.loaded.facts.referral : undefined;
+  const limits = [...c.loaded.limitKeys]
+    .sort((a, b) =>
+      counterId(a.campaignId, a.couponId, a.action, a.period, a.entity) < counterId(b.campaignId, b.couponId, b.action, b.period, b.entity) ? -1 : 1,
+    )
+    .map((key) => ({ key, amount: amountFor(key, c.effects, acceptedCoupon) }))
+    .filter((l) => l.amount !== 0);
+  const profileAttributes = c.profileId === '' ? {} : attributeUpdates(c.effects, 'Profile');
+  const creations = c.effects.filter((e) => e.effectType === 'couponCreated' || e.effectType === 'referralCreated');
+
+  const stats: CampaignStatsDelta[] = [];
+  const campaignIds = [...new Set(c.effects.map((e) => e.campaignId))].filter((id) => id > 0).sort((a, b) => a - b);
+  for (const id of campaignIds) {
+    const mine = c.effects.filter((e) => e.campaignId === id);
+    const entry: CampaignStatsDelta = {
+      campaignId: id,
+      coupons: mine.filter((e) => e.effectType === 'acceptCoupon').length,
+      referrals: mine.filter((e) => e.effectType === 'acceptReferral').length,
+      discount: discountOf(id),
+      discountEffects: mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).length,
+      createdCoupons: mine.filter((e) => e.effectType === 'couponCreated').length,
+    };
+    if (entry.coupons + entry.referrals + entry.discountEffects + entry.createdCoupons > 0) stats.push(entry);
+  }
+  return { redemptions, referral, limits, profileAttributes, creations, stats };
+}
+
+/**
+ * When committing the effects changes nothing but campaign statistics (no redemption, limit,
+ * attribute or creation), those statistics, which a session's own commit statement can carry:
+ * such a close needs no transaction of its own. Undefined otherwise.
+ */
+export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[]; counters: CounterEntry[] } | undefined {
+  const plan = planEffects(c);
+  const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length;
+  if (more > 0 || plan.referral) return undefined;
+  return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
+}
+
 /**
  * Commits the effects of one session close (or profile update or event) in the caller's
  * transaction. Rows are touched in a fixed order (coupons, referrals, limits, campaigns, each
  * by id) so that concurrent commits cannot deadlock.
  */
 export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<EffectsCommitResult> {
+  const plan = planEffects(c);
   const counters: CounterEntry[] = [];
-  const acceptedCoupon = new Map<number, string>();
-  for (const e of c.effects) if (e.effectType === 'acceptCoupon') acceptedCoupon.set(e.campaignId, e.props.value as string);
-  const discountOf = (campaignId: number) =>
-    sum(c.effects.filter((e) => e.campaignId === campaignId && DISCOUNT_EFFECTS.has(e.effectType)).map((e) => e.props.value as number));
 
   // Coupon redemptions: usage and discount counters, only while they stay within their limits.
-  const redemptions = [...acceptedCoupon].map(([campaignId, value]) => ({ campaignId, value, id: c.loaded.couponIds.get(value) }));
-  redemptions.sort((a, b) => (a.id ?? 0) - (b.id ?? 0));
-  for (const r of redemptions) {
-    if (r.id === undefined) continue;
-    const discount = discountOf(r.campaignId);
+  for (const r of plan.redemptions) {
     const rows = await tx.query(
       `UPDATE coupons SET usage_counter = usage_counter + 1, discount_counter = discount_counter + $2::numeric
         WHERE id = $1 AND (usage_limit = 0 OR usage_counter < usage_limit)
           AND (discount_limit = 0 OR discount_counter + $2::numeric <= discount_limit)
         RETURNING id`,
-      [r.id, String(discount)],
+      [r.id, String(r.discount)],
     );
     if (rows.length === 0) throw new CommitRaceError(`coupon ${r.value}`);
-    counters.push({ t: 'coupon', id: r.id, campaignId: r.campaignId, discount });
+    counters.push({ t: 'coupon', id: r.id, campaignId: r.campaignId, discount: r.discount });
   }
 
   // Referral redemptions: usage counter and the one-referral-per-friend key.
-  const referral = c.effects.find((e) => e.effectType === 'acceptReferral');
-  const fact = c.loaded.facts.referral;
-  if (referral && fact) {
+  const fact = plan.referral;
+  if (fact) {
     const rows = await tx.query(
       `UPDATE referrals SET usage_counter = usage_counter + 1 WHERE id = $1 AND (usage_limit = 0 OR usage_counter < usage_limit) RETURNING id`,
       [fact.id],
@@ -156,12 +209,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   }
 
   // Campaign and coupon limits in their period, each only while it stays within its limit.
-  const keys = [...c.loaded.limitKeys].sort((a, b) =>
-    counterId(a.campaignId, a.couponId, a.action, a.period, a.entity) < counterId(b.campaignId, b.couponId, b.action, b.period, b.entity) ? -1 : 1,
-  );
-  for (const k of keys) {
-    const amount = amountFor(k, c.effects, acceptedCoupon);
-    if (amount === 0) continue;
+  for (const { key: k, amount } of plan.limits) {
     const rows = await tx.query(
       `INSERT INTO limit_counters (campaign_id, coupon_id, action, period, entity, counter)
        SELECT $1, $2, $3, $4, $5, $6::numeric WHERE $6::numeric <= $7::numeric
@@ -176,12 +224,11 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   }
 
   // Profile attributes set by updateAttribute, merged key by key (no read-modify-write).
-  const profileAttributes = attributeUpdates(c.effects, 'Profile');
-  if (c.profileId !== '' && Object.keys(profileAttributes).length > 0) {
+  if (Object.keys(plan.profileAttributes).length > 0) {
     await tx.query(
       `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, attributes) VALUES ($1, $2, $3, $3, $4::jsonb)
        ON CONFLICT (account_id, integration_id) DO UPDATE SET attributes = customer_profiles.attributes || EXCLUDED.attributes`,
-      [c.app.accountId, c.profileId, c.now.toISOString(), JSON.stringify(profileAttributes)],
+      [c.app.accountId, c.profileId, c.now.toISOString(), JSON.stringify(plan.profileAttributes)],
     );
   }
 
@@ -189,7 +236,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   const createdCoupons: Array<Record<string, unknown>> = [];
   const createdReferrals: Array<Record<string, unknown>> = [];
   const settingsOf = (id: number) => c.campaigns.find((x) => x.id === id);
-  for (const e of c.effects) {
+  for (const e of plan.creations) {
     if (e.effectType === 'couponCreated') {
       const p = e.props;
       let value = normalizeCode(c.app, String(p.value));
@@ -235,38 +282,34 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   }
 
   // Campaign statistics.
-  const stats: Stats[] = [];
-  const campaignIds = [...new Set(c.effects.map((e) => e.campaignId))].filter((id) => id > 0).sort((a, b) => a - b);
-  for (const id of campaignIds) {
-    const mine = c.effects.filter((e) => e.campaignId === id);
-    const entry: CounterEntry = {
-      t: 'stats',
-      campaignId: id,
-      coupons: mine.filter((e) => e.effectType === 'acceptCoupon').length,
-      referrals: mine.filter((e) => e.effectType === 'acceptReferral').length,
-      discount: discountOf(id),
-      discountEffects: mine.filter((e) => DISCOUNT_EFFECTS.has(e.effectType)).length,
-      createdCoupons: mine.filter((e) => e.effectType === 'couponCreated').length,
-    };
-    if (entry.coupons + entry.referrals + entry.discountEffects + entry.createdCoupons === 0) continue;
-    stats.push(entry);
-    counters.push(entry);
-  }
-  await appendStats(tx, stats, c.now);
+  for (const entry of plan.stats) counters.push({ t: 'stats', ...entry });
+  await appendStats(tx, plan.stats, c.now);
   return { counters, createdCoupons, createdReferrals };
 }
 
-type Stats = Omit<Extract<CounterEntry, { t: 'stats' }>, 't'>;
+/** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */
+export type CampaignStatsDelta = Omit<Extract<CounterEntry, { t: 'stats' }>, 't'>;
+type Stats = CampaignStatsDelta;
+
+/**
+ * The SELECT that turns a JSON array of CampaignStatsDelta (parameter `json`) into rows of
+ * campaign_stat_deltas, with `from` joined (a CTE that must have a row) and `at` as last activity.
+ */
+export const STATS_DELTA_COLUMNS = 'campaign_id, coupons, referrals, discount, discount_effects, created_coupons, last_activity';
+export function statsDeltaSelect(json: string, at: string, from = ''): string {
+  return `SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", ${at}
+       FROM ${from ? `${from}, ` : ''}jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
+}
+export const statsDeltaJson = (stats: readonly Stats[]): string =>
+  JSON.stringify(stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons })));
 
 /** Appends changes of campaign statistics in one statement; foldCampaignStats moves them into campaigns. */
 async function appendStats(tx: Queryable, stats: readonly Stats[], now: Date | undefined): Promise<void> {
   if (stats.length === 0) return;
-  await tx.query(
-    `INSERT INTO campaign_stat_deltas (campaign_id, coupons, referrals, discount, discount_effects, created_coupons, last_activity)
-     SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", $2::timestamptz
-       FROM jsonb_to_recordset($1::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`,
-    [JSON.stringify(stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }))), now?.toISOString() ?? null],
-  );
+  await tx.query(`INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSelect('$1', '$2::timestamptz')}`, [
+    statsDeltaJson(stats),
+    now?.toISOString() ?? null,
+  ]);
 }
 
 export interface RollbackOptions {

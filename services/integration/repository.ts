@@ -2,6 +2,7 @@
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
+import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaSelect, type CampaignStatsDelta } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
 export interface ProfileRecord {
@@ -159,6 +160,8 @@ export interface SessionCommit {
   profileDelta?: { closedSessions: number; totalSales: number } | undefined;
   events: Array<{ type: string; attributes: Record<string, unknown>; effects: unknown[] }>;
   now: string;
+  /** Campaign statistics of a close that commits nothing else, written by the same statement. */
+  stats?: readonly CampaignStatsDelta[] | undefined;
 }
 
 export interface SessionCommitResult {
@@ -262,6 +265,11 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
         ORDER BY v.n
        RETURNING id, created, type
      )`
+     }${
+       c.stats && c.stats.length > 0
+         ? `,
+     sd AS (INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSelect($(statsDeltaJson(c.stats)), '$18::timestamptz', 's')})`
+         : ''
      }
      SELECT (SELECT row_to_json(s) FROM s) AS session,
             coalesce((SELECT row_to_json(pu) FROM pu), (SELECT row_to_json(pi) FROM pi)) AS profile,
@@ -313,7 +321,7 @@ export function eventView(e: EventRecord): Record<string, unknown> {
  */
 export async function commitSessionsTogether(db: Queryable, commits: readonly SessionCommit[]): Promise<Array<SessionCommitResult | StaleSessionError>> {
   const rows = commits.map((c, n) => {
-    if ((c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0) {
+    if ((c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0 || (c.stats?.length ?? 0) > 0) {
       throw new Error('commitSessionsTogether takes plain updates only');
     }
     const s = c.session;

@@ -2,7 +2,7 @@ import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessi
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
 import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { attributeUpdates, commitEffects, CommitRaceError, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
+import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
@@ -295,22 +295,29 @@ export class SessionService extends IntegrationService {
       ...(closing ? [`${this.prefix}session_closed`] : []),
       ...(from !== 'cancelled' && to === 'cancelled' ? [`${this.prefix}session_cancelled`] : []),
     ];
+    const effectsCommit: EffectsCommit | undefined =
+      closing && outcome
+        ? {
+            app: snapshot.application,
+            campaigns: snapshot.campaigns,
+            sessionId: session.integrationId,
+            profileId: session.profileId,
+            effects: result.effects,
+            loaded: outcome.loaded,
+            now,
+          }
+        : undefined;
+    // A close whose effects change only campaign statistics is one statement (the session commit
+    // carries them) and needs no transaction; anything counted against a limit needs one.
+    const statsOnly = effectsCommit && !scope ? statisticsOnly(effectsCommit) : undefined;
     const write = async (t: Queryable | undefined) => {
       let extras: Extras = {};
-      if (closing && outcome && t) {
-        const made = await commitEffects(t, {
-          app: snapshot.application,
-          campaigns: snapshot.campaigns,
-          sessionId: session.integrationId,
-          profileId: session.profileId,
-          effects: result.effects,
-          loaded: outcome.loaded,
-          now,
-        });
+      if (effectsCommit) {
+        const made = statsOnly ?? (await commitEffects(t!, effectsCommit));
         session.committedEffects = result.effects;
         session.committedCounters = made.counters;
         session.attributes = { ...session.attributes, ...attributeUpdates(result.effects, 'Session') };
-        extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
+        if ('createdCoupons' in made) extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
       }
       const commit: SessionCommit = {
         accountId: app.accountId,
@@ -321,16 +328,17 @@ export class SessionService extends IntegrationService {
         profileNeeded: responseContent.has('customerProfile'),
         profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
+        stats: statsOnly?.stats,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
       };
       // An update that only writes the session is one statement: it needs no transaction of its
       // own and is committed together with the other sessions' updates that arrive meanwhile.
-      const committed = t ? await commitSession(t, commit) : await this.sessionWrites.commit(commit);
+      const committed = t || closing ? await commitSession(t ?? this.db, commit) : await this.sessionWrites.commit(commit);
       const state = this.finalState(snapshot, committed, mainEvent, result, responseContent, extras, outcome);
       if (scope && t) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    return closing || scope ? this.db.transaction(write) : write(undefined);
+    return (effectsCommit && !statsOnly) || scope ? this.db.transaction(write) : write(undefined);
   }
 
   /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */

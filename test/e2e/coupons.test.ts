@@ -53,6 +53,28 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ couponRedemptionCount: 0, discountCount: 0, discountEffectCount: 0 });
   });
 
+  it('counts a close that only discounts (one statement, no transaction) and gives it back on cancel', async () => {
+    const s = await shop({ ruleset: couponRuleset([['setDiscount', 'plain', 7]], true) });
+    await put(s, 'plain-1', cart([30]));
+    const closed = await put(s, 'plain-1', { state: 'closed' }, {}, ['customerProfile']);
+    expect(effectSummary(closed.effects)).toEqual(['setDiscount']);
+    expect(closed.customerProfile).toMatchObject({ closedSessions: 1, totalSales: 30 });
+    expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ discountCount: 7, discountEffectCount: 1, couponRedemptionCount: 0 });
+
+    // A second close of the same session is refused and counts nothing more.
+    const again = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+      params: { path: { customerSessionId: 'plain-1' } },
+      body: { customerSession: { state: 'closed' } as never },
+    });
+    expect(again.response.status).toBe(400);
+    expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ discountCount: 7, discountEffectCount: 1 });
+
+    const cancelled = await put(s, 'plain-1', { state: 'cancelled' }, {}, ['customerProfile']);
+    expect(cancelled.effects.map((e) => [e.effectType, e.props])).toEqual([['rollbackDiscount', { name: 'plain', value: 7 }]]);
+    expect(cancelled.customerProfile).toMatchObject({ closedSessions: 0, totalSales: 0 });
+    expect(await campaignStats(t.admin, s.applicationId, s.campaignId)).toMatchObject({ discountCount: 0, discountEffectCount: 0 });
+  });
+
   it('shows the coupons and referral of the session when responseContent asks', async () => {
     const s = await shop();
     await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'SHOW1', usageLimit: 4, attributes: { kind: 'welcome' } });
