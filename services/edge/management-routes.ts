@@ -46,5 +46,11 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       ok(await m.getRuleset(ctx, who(principal), params.applicationId, params.campaignId, params.rulesetId)),
     createAttribute: async ({ principal, body }) => created(await m.createAttribute(ctx, who(principal), body)),
     getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
+    // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
+    // ---- handlers B: coupons and referrals (issue 5; keep this marker) ----
+    // ---- handlers C: loyalty programs and ledgers (issue 5; keep this marker) ----
+    // ---- handlers D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
+    // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
+    // ---- handlers F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
   };
 }

@@ -85,3 +85,37 @@ export function compact<T extends Record<string, unknown>>(o: T): T {
   for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k];
   return o;
 }
+
+export interface ListPageOptions {
+  /** `FROM ... WHERE ...` of the rows, with `$n` parameters from `params`. */
+  from: string;
+  params: readonly unknown[];
+  query: ListQuery;
+  /** API field name → SQL column (or expression) that `sort` may name. */
+  sortable: Record<string, string>;
+  defaultSort?: string;
+  /** true: `{ totalResultSize, data }`; false (the `no_total` variants): `{ hasMore, data }`. */
+  withTotal: boolean;
+  /** What is selected (default `*`). */
+  select?: string;
+}
+
+/**
+ * One page of a Management list, the spec's way: `pageSize` (1–1000, default 1000), `skip`,
+ * `sort` (an unknown field is a 400 on `/query/sort`), and either the total or `hasMore` (one row
+ * more is read instead of counting, which is what the `no_total` variants are for).
+ */
+export async function listPage<R>(
+  db: Queryable,
+  options: ListPageOptions,
+  view: (row: Record<string, unknown>) => R,
+): Promise<{ data: R[]; totalResultSize: number } | { data: R[]; hasMore: boolean }> {
+  const { pageSize, skip } = paging(options.query, options.sortable, options.defaultSort);
+  const order = paging({ ...options.query, pageSize: options.withTotal ? pageSize : pageSize + 1, skip }, options.sortable, options.defaultSort).clause;
+  const rows = await db.query(`SELECT ${options.select ?? '*'} ${options.from} ${order}`, [...options.params]);
+  if (!options.withTotal) {
+    return { hasMore: rows.length > pageSize, data: rows.slice(0, pageSize).map(view) };
+  }
+  const [count] = await db.query<{ n: number }>(`SELECT count(*)::int AS n ${options.from}`, [...options.params]);
+  return { totalResultSize: count!.n, data: rows.map(view) };
+}
