@@ -189,6 +189,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/loyalty_programs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the account's loyalty programs */
+        get: operations["getLoyaltyPrograms"];
+        put?: never;
+        /** Create a loyalty program (admins only) */
+        post: operations["createLoyaltyProgram"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/loyalty_programs/{programID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+            };
+            cookie?: never;
+        };
+        get: operations["getLoyaltyProgram"];
+        /** Update a loyalty program (admins only); absent fields keep their value */
+        put: operations["updateLoyaltyProgram"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/loyalty_programs/{programID}/profile/{integrationID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        /** The profile's ledger in the program (main ledger and subledgers) */
+        get: operations["getLoyaltyPoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Add points to the profile's ledger (admins, or writers of a subscribed Application) */
+        put: operations["addLoyaltyPoints"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/loyalty_programs/{programID}/profile/{integrationID}/deduct_points": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Deduct active points, earliest-expiring first (admins, or writers of a subscribed Application) */
+        put: operations["removeLoyaltyPoints"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -380,6 +480,94 @@ export interface components {
             /** Format: date-time */
             lastUsed?: string;
             lastUsedApplicationId?: number;
+        };
+        /** @description A positive whole number (at most 6 digits) followed by one unit letter: s seconds, m minutes, h hours, D days, W weeks, M calendar months, Y calendar years (e.g. 40m, 1h, 30D, 1Y). Letters are case-sensitive (m is minutes, M months). */
+        Duration: string;
+        LoyaltyTier: {
+            name: string;
+            minPoints: number;
+        };
+        LoyaltyProgramFields: {
+            /** @description Internal name */
+            name?: string;
+            /** @description Display name. */
+            title?: string;
+            description?: string;
+            /** @description Applications of the account that use the program. */
+            subscribedApplications?: number[];
+            /** @description How long added points stay active when an addition names no expiryDuration (default unlimited). */
+            defaultValidity?: components["schemas"]["Duration"] | "unlimited";
+            /** @description How long added points stay pending when an addition names no pendingDuration (default immediate). */
+            defaultPending?: components["schemas"]["Duration"] | "immediate";
+            allowSubledger?: boolean;
+            /** @description Unique names, ascending minPoints. */
+            tiers?: components["schemas"]["LoyaltyTier"][];
+            cardBased?: boolean;
+            /** @description Only for card-based programs. */
+            usersPerCardLimit?: number;
+        };
+        NewLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"] & unknown;
+        UpdateLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"];
+        LoyaltyProgram: components["schemas"]["LoyaltyProgramFields"] & {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified?: string;
+            accountID: number;
+        };
+        LoyaltyPoints: {
+            points: number;
+            /** @description Shown in the ledger. */
+            name?: string;
+            /** @description Active time of the points from their start; default the program's defaultValidity. */
+            expiryDuration?: components["schemas"]["Duration"] | "unlimited";
+            /** @description Time before the points become active; default the program's defaultPending. */
+            pendingDuration?: components["schemas"]["Duration"] | "immediate";
+            /** @description Only for programs that allowSubledger; absent means the main ledger. */
+            subLedgerID?: string;
+        };
+        LoyaltyDeduction: {
+            points: number;
+            name?: string;
+            subLedgerID?: string;
+        };
+        LoyaltyLedgerEntry: {
+            /** Format: date-time */
+            created: string;
+            programID: number;
+            /** @description The profile's integration ID. */
+            customerProfileID: string;
+            customerSessionID?: string;
+            eventID?: number;
+            /** @enum {string} */
+            type: "addition" | "subtraction" | "expire" | "expiring";
+            /** @description Positive; the type says which way it goes. */
+            amount: number;
+            /** Format: date-time */
+            startDate: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            name: string;
+            subLedgerID: string;
+            userID?: number;
+        };
+        LoyaltySubLedger: {
+            /** @description The active balance now. */
+            total: number;
+            totalActivePoints: number;
+            totalPendingPoints: number;
+            totalSpentPoints: number;
+            totalExpiredPoints: number;
+            transactions: components["schemas"]["LoyaltyLedgerEntry"][];
+            /** @description Active points with an expiry, earliest first (type expiring, amount = what is left). */
+            expiringPoints: components["schemas"]["LoyaltyLedgerEntry"][];
+        };
+        LoyaltyLedger: {
+            ledger: components["schemas"]["LoyaltySubLedger"];
+            subLedgers: {
+                [key: string]: components["schemas"]["LoyaltySubLedger"];
+            };
         };
     };
     responses: {
@@ -976,6 +1164,207 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             409: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyPrograms: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Loyalty programs */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["LoyaltyProgram"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    createLoyaltyProgram: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewLoyaltyProgram"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyProgram"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyProgram: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Loyalty program */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyProgram"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateLoyaltyProgram: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateLoyaltyProgram"];
+            };
+        };
+        responses: {
+            /** @description Loyalty program */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyProgram"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyPoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ledger */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyLedger"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    addLoyaltyPoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LoyaltyPoints"];
+            };
+        };
+        responses: {
+            /** @description Added (empty response) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    removeLoyaltyPoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The profile's integration ID. */
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LoyaltyDeduction"];
+            };
+        };
+        responses: {
+            /** @description Deducted (empty response) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
         };
     };
 }

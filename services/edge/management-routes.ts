@@ -49,6 +49,19 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
     // ---- handlers B: coupons and referrals (issue 5; keep this marker) ----
     // ---- handlers C: loyalty programs and ledgers (issue 5; keep this marker) ----
+    getLoyaltyPrograms: async ({ principal, query }) => ok(await m.listLoyaltyPrograms(ctx, who(principal), query)),
+    createLoyaltyProgram: async ({ principal, body }) => created(await m.createLoyaltyProgram(ctx, who(principal), body)),
+    getLoyaltyProgram: async ({ principal, params }) => ok(await m.getLoyaltyProgram(ctx, who(principal), params.programID)),
+    updateLoyaltyProgram: async ({ principal, params, body }) => ok(await m.updateLoyaltyProgram(ctx, who(principal), params.programID, body)),
+    getLoyaltyPoints: async ({ principal, params }) => ok(await m.getLoyaltyPoints(ctx, who(principal), params.programID, params.integrationID)),
+    addLoyaltyPoints: async ({ principal, params, body }) => {
+      await m.addLoyaltyPoints(ctx, who(principal), params.programID, params.integrationID, body);
+      return { status: 200 };
+    },
+    removeLoyaltyPoints: async ({ principal, params, body }) => {
+      await m.deductLoyaltyPoints(ctx, who(principal), params.programID, params.integrationID, body);
+      return { status: 200 };
+    },
     // ---- handlers D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
     // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
     // ---- handlers F: users, invites, password recovery, accounts (issue 5; keep this marker) ----

@@ -11,6 +11,7 @@ export * from './attributes.js';
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----
 // ---- exports B: coupons and referrals (issue 5; keep this marker) ----
 // ---- exports C: loyalty programs and ledgers (issue 5; keep this marker) ----
+export * from './loyalty.js';
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
