@@ -34,9 +34,16 @@ export function addDuration(from: Date, duration: string, pointer: string): Date
   const n = Number(m[1]);
   const unit = m[2]!;
   const d = new Date(from.getTime());
-  if (unit === 'M') d.setUTCMonth(d.getUTCMonth() + n);
-  else if (unit === 'Y') d.setUTCFullYear(d.getUTCFullYear() + n);
-  else d.setTime(d.getTime() + n * fixedUnitMs[unit]!);
+  if (unit === 'M' || unit === 'Y') {
+    // Calendar months: the same day of the month, or the month's last day when it is shorter
+    // (31 January + 1M is 28 or 29 February, not 3 March).
+    const day = d.getUTCDate();
+    d.setUTCDate(1);
+    if (unit === 'M') d.setUTCMonth(d.getUTCMonth() + n);
+    else d.setUTCFullYear(d.getUTCFullYear() + n);
+    const lastDay = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 0)).getUTCDate();
+    d.setUTCDate(Math.min(day, lastDay));
+  } else d.setTime(d.getTime() + n * fixedUnitMs[unit]!);
   if (!Number.isFinite(d.getTime()) || d.getUTCFullYear() > 9999) throw badRequest(`${duration} from ${from.toISOString()} is past the year 9999`, pointer);
   return d;
 }
@@ -478,7 +485,9 @@ export async function getLoyaltyPoints(ctx: ManagementContext, principal: Princi
   const profileId = await findProfile(ctx.db, principal, integrationId);
   const now = ctx.clock.now();
   const rows = await ctx.db.query(
-    `SELECT t.*, amount::float8 AS amount, remaining::float8 AS remaining FROM loyalty_transactions t
+    `SELECT type, subledger_id, created, start_date, expiry_date, name, customer_session_id, event_id, user_id,
+       amount::float8 AS amount, remaining::float8 AS remaining
+     FROM loyalty_transactions
      WHERE program_id = $1 AND profile_id = $2 ORDER BY created, id`,
     [programId, profileId],
   );

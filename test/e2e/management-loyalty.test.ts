@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManagementClient, login, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { hashPassword } from '../../services/management/passwords.js';
-import { loyaltyProgramsOfApplication } from '../../services/management/index.js';
+import { addDuration, loyaltyProgramsOfApplication } from '../../services/management/index.js';
 import { newApplication } from '../helpers/fixtures.js';
 import { startTestNode, TestClock, type TestNode } from '../helpers/node.js';
 
@@ -9,6 +9,21 @@ type Err = { StatusCode: number; message: string; errors: Array<{ title?: string
 const pointers = (e: Err) => (e?.errors ?? []).map((x) => x.source?.pointer);
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
+
+describe('loyalty durations', () => {
+  it('adds fixed units exactly and calendar months and years to the same day or the month end', () => {
+    const at = (s: string) => new Date(s);
+    expect(addDuration(at('2026-01-31T10:00:00Z'), '40m', '/x').toISOString()).toBe('2026-01-31T10:40:00.000Z');
+    expect(addDuration(at('2026-01-31T10:00:00Z'), '90s', '/x').toISOString()).toBe('2026-01-31T10:01:30.000Z');
+    expect(addDuration(at('2026-01-31T10:00:00Z'), '2W', '/x').toISOString()).toBe('2026-02-14T10:00:00.000Z');
+    expect(addDuration(at('2026-01-31T10:00:00Z'), '1M', '/x').toISOString()).toBe('2026-02-28T10:00:00.000Z');
+    expect(addDuration(at('2028-01-31T10:00:00Z'), '1M', '/x').toISOString()).toBe('2028-02-29T10:00:00.000Z');
+    expect(addDuration(at('2026-03-15T10:00:00Z'), '13M', '/x').toISOString()).toBe('2027-04-15T10:00:00.000Z');
+    expect(addDuration(at('2028-02-29T10:00:00Z'), '1Y', '/x').toISOString()).toBe('2029-02-28T10:00:00.000Z');
+    expect(() => addDuration(at('2026-01-01T00:00:00Z'), '1d', '/expiryDuration')).toThrow(/not a duration/);
+    expect(() => addDuration(at('2026-01-01T00:00:00Z'), '8000Y', '/expiryDuration')).toThrow(/9999/);
+  });
+});
 
 describe('Management API: loyalty programs and ledgers', () => {
   let t: TestNode;
