@@ -135,6 +135,7 @@ export class MailDispatcher {
           clock.now().toISOString(),
         ]);
         sent++;
+        this.options.logger.debug('mail sent', { id: row.id, to: row.recipient, subject: row.subject });
       } catch (e) {
         const error = String((e as Error)?.message ?? e).slice(0, 500);
         if (row.attempts >= this.maxAttempts) {
