@@ -44,6 +44,8 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
     eventPrefix: str('EVENT_PREFIX'),
     rateLimit: rps === undefined && burst === undefined ? undefined : { ...(rps !== undefined && { ratePerSecond: rps }), ...(burst !== undefined && { burst }) },
     logLevel: level as LogLevel | undefined,
+    smtpUrl: str('SMTP_URL'),
+    mailFrom: str('MAIL_FROM'),
   };
   // Leave unset options out so each component's documented default applies.
   for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];

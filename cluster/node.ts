@@ -7,7 +7,17 @@ import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimit
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
 import { EventService, ProfileService, ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
-import { ApiKeyResolver, bootstrapAdmin, type BootstrapResult, type ManagementContext } from '../services/management/index.js';
+import {
+  ApiKeyResolver,
+  bootstrapAdmin,
+  loggedTransport,
+  MailDispatcher,
+  parseSmtpUrl,
+  smtpTransport,
+  type BootstrapResult,
+  type MailTransport,
+  type ManagementContext,
+} from '../services/management/index.js';
 import {
   createLocalConfigEvents,
   createLogger,
@@ -62,6 +72,18 @@ export interface NodeOptions {
   rateLimit?: RateLimitOptions;
   /** How often appended campaign statistics are folded into the campaigns (default 1000 ms). */
   statsFoldMs?: number;
+  /** `smtp://user:pass@host:port` of the relay for invite and password mails; without it mails are only logged (recipient and subject). */
+  smtpUrl?: string;
+  /** Sender of those mails (default `perkline@localhost`). */
+  mailFrom?: string;
+  /** How often the mail outbox is polled (default 1000 ms). */
+  mailPollMs?: number;
+  /** Attempts before a mail is marked failed (default 5). */
+  mailMaxAttempts?: number;
+  /** First retry delay of a mail, doubled each attempt (default 1000 ms). */
+  mailBackoffMs?: number;
+  /** Test hook: a transport used instead of SMTP or the log. */
+  mailTransport?: MailTransport;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
 }
@@ -120,12 +142,27 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       events = createLocalConfigEvents();
     }
 
+    const mailTransport =
+      options.mailTransport ??
+      (options.smtpUrl ? smtpTransport(parseSmtpUrl(options.smtpUrl), options.mailFrom ?? 'perkline@localhost') : loggedTransport(logger));
+    const mailer = new MailDispatcher({
+      db,
+      transport: mailTransport,
+      clock,
+      logger,
+      pollMs: options.mailPollMs,
+      maxAttempts: options.mailMaxAttempts,
+      backoffMs: options.mailBackoffMs,
+    });
+    mailer.start();
+    cleanups.push(() => mailer.stop());
     const management: ManagementContext = {
       db,
       events,
       clock,
       logger,
       tokenTtlMs: options.tokenTtlMs ?? 7 * 24 * 3600 * 1000,
+      mail: { wake: () => mailer.wake() },
     };
     const bootstrap = await bootstrapAdmin(management, {
       email: options.adminEmail ?? 'admin@perkline.local',

@@ -289,6 +289,148 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List users (admins see the account's users; other users only themselves) */
+        get: operations["getUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                userId: number;
+            };
+            cookie?: never;
+        };
+        /** Get a user (non-admins only themselves; another user is a 404) */
+        get: operations["getUser"];
+        /** Update a user. `policy` and `state` are for admins; `newPassword` only for oneself, with the current `password` (missing: 400, wrong: 401); it signs out one's other tokens. */
+        put: operations["updateUser"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Invite a user (admins); the invite mail carries the token, valid 7 days, used once */
+        post: operations["createInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/invite_emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send the invite mail of a pending invite again (admins) */
+        post: operations["resendInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/accept_invite": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept an invite (the e-mail may differ from the invited one) and log in */
+        post: operations["acceptInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/password_recovery_emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mail a password-reset token (valid 1 hour) if an active user has the e-mail; 204 either way */
+        post: operations["createPasswordRecoveryEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reset_password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Set a new password with a reset token; signs the user out everywhere */
+        post: operations["resetPassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/accounts/{accountId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                accountId: number;
+            };
+            cookie?: never;
+        };
+        /** The caller's account (another account is a 404) */
+        get: operations["getAccount"];
+        /** Update billingEmail and companyName of the caller's account (admins) */
+        put: operations["updateAccount"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -568,6 +710,96 @@ export interface components {
             subLedgers: {
                 [key: string]: components["schemas"]["LoyaltySubLedger"];
             };
+        };
+        /** @description `{"role":"admin"}`, or per-Application access `{"applications":{"<id>":"read"|"write"}}`. */
+        Policy: {
+            /** @enum {string} */
+            role: "admin";
+        } | {
+            applications: {
+                [key: string]: "read" | "write";
+            };
+        };
+        User: {
+            id: number;
+            accountId: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            /** Format: date-time */
+            lastActivity?: string;
+            email: string;
+            name: string;
+            /** @description Only in the answer of POST /v1/invites, to the admin who invited; never shown again. */
+            inviteToken?: string;
+            policy: components["schemas"]["Policy"];
+            releaseUpdate: boolean;
+            /**
+             * @description `disabled` (an extension) cannot log in.
+             * @enum {string}
+             */
+            state: "invited" | "active" | "disabled";
+        };
+        UpdateUser: {
+            /** Format: email */
+            email?: string;
+            name?: string;
+            newPassword?: string;
+            /** @description The current password, required with newPassword. */
+            password?: string;
+            policy?: components["schemas"]["Policy"];
+            releaseUpdate?: boolean;
+            /** @enum {string} */
+            state?: "active" | "disabled";
+        };
+        NewInvitation: {
+            /** @description The new user's policy, as an object or as that object in a JSON string. */
+            acl: components["schemas"]["Policy"] | string;
+            /** Format: email */
+            email: string;
+            name?: string;
+        };
+        NewInviteEmail: {
+            /** Format: email */
+            email: string;
+            token: string;
+        };
+        UserAcceptInvite: {
+            /** Format: email */
+            email: string;
+            inviteToken: string;
+            name?: string;
+            password: string;
+        };
+        /** @description Limits are 0, meaning no limit, on a self-hosted deployment; planExpires is absent (never). */
+        Account: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            apiCallCount: number;
+            apiLimit: number;
+            applicationCount: number;
+            applicationLimit: number;
+            billingEmail: string;
+            campaignLimit: number;
+            campaignsActiveCount: number;
+            campaignsInactiveCount: number;
+            companyName: string;
+            domainName: string;
+            /** Format: date-time */
+            planExpires?: string;
+            planName: string;
+            state: string;
+            userCount: number;
+            userLimit: number;
+        };
+        UpdateAccount: {
+            /** Format: email */
+            billingEmail?: string;
+            companyName?: string;
         };
     };
     responses: {
@@ -1360,6 +1592,283 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getUsers: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Users */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["User"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    getUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                userId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description User */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                userId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateUser"];
+            };
+        };
+        responses: {
+            /** @description The user */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    createInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewInvitation"];
+            };
+        };
+        responses: {
+            /** @description The invited user, with its inviteToken (shown only here) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    resendInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewInviteEmail"];
+            };
+        };
+        responses: {
+            /** @description The invited user */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    acceptInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserAcceptInvite"];
+            };
+        };
+        responses: {
+            /** @description A bearer token of the new user */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    createPasswordRecoveryEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: email */
+                    email: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted (whether or not the e-mail is known) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+        };
+    };
+    resetPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    password: string;
+                    resetToken: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Password set */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    getAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                accountId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Account */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Account"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                accountId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateAccount"];
+            };
+        };
+        responses: {
+            /** @description Account */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Account"];
+                };
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];

@@ -65,5 +65,21 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     // ---- handlers D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
     // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
     // ---- handlers F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
+    getUsers: async ({ principal, query }) => ok(await m.listUsers(ctx, who(principal), query)),
+    getUser: async ({ principal, params }) => ok(await m.getUser(ctx, who(principal), params.userId)),
+    updateUser: async ({ principal, params, body, bearerToken }) => ok(await m.updateUser(ctx, who(principal), params.userId, body, bearerToken)),
+    createInvite: async ({ principal, body }) => created(await m.createInvite(ctx, who(principal), body)),
+    resendInvite: async ({ principal, body }) => created(await m.resendInvite(ctx, who(principal), body)),
+    acceptInvite: async ({ body }) => created(await m.acceptInvite(ctx, body)),
+    createPasswordRecoveryEmail: async ({ body }) => {
+      await m.requestPasswordRecovery(ctx, body);
+      return noContent();
+    },
+    resetPassword: async ({ body }) => {
+      await m.resetPassword(ctx, body);
+      return noContent();
+    },
+    getAccount: async ({ principal, params }) => ok(await m.getAccount(ctx, who(principal), params.accountId)),
+    updateAccount: async ({ principal, params, body }) => ok(await m.updateAccount(ctx, who(principal), params.accountId, body)),
   };
 }

@@ -1,4 +1,5 @@
-import { randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
+import { AppError, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import { iso, type ManagementContext, type Policy, type Principal } from './context.js';
 
@@ -35,26 +36,66 @@ export async function bootstrapAdmin(ctx: ManagementContext, options: BootstrapO
   });
 }
 
-/** POST /v1/sessions */
+export const LOGIN_FAILURE_LIMIT = 5;
+export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
+
+/**
+ * POST /v1/sessions. 5 failed logins for one e-mail within 15 minutes (a window that starts at the
+ * first attempt) refuse further attempts with a 429 until the window ends, whether or not a user
+ * has that e-mail. Every attempt is counted before the password is checked, in one conditional
+ * upsert, so parallel guesses cannot slip past the limit; a success takes its own count back.
+ */
 export async function login(ctx: ManagementContext, email: string, password: string): Promise<{ created: string; token: string; userId: number }> {
+  const key = email.toLowerCase();
+  const now = ctx.clock.now();
+  const windowStart = new Date(now.getTime() - LOGIN_WINDOW_MS).toISOString();
+  const [attempt] = await ctx.db.query<{ failures: number; window_start: Date | string }>(
+    `INSERT INTO login_throttle AS t (email, window_start, failures) VALUES ($1, $2, 1)
+     ON CONFLICT (email) DO UPDATE SET
+       failures = CASE WHEN t.window_start <= $3 THEN 1 ELSE t.failures + 1 END,
+       window_start = CASE WHEN t.window_start <= $3 THEN $2 ELSE t.window_start END
+     RETURNING failures, window_start`,
+    [key, now.toISOString(), windowStart],
+  );
+  if (attempt!.failures > LOGIN_FAILURE_LIMIT) {
+    const endsMs = new Date(iso(attempt!.window_start)!).getTime() + LOGIN_WINDOW_MS;
+    const retryAfter = Math.max(1, Math.ceil((endsMs - now.getTime()) / 1000));
+    throw new AppError(
+      'too_many_requests',
+      'Too many failed logins for this e-mail; try again later',
+      [{ title: 'Too Many Requests', details: `more than ${LOGIN_FAILURE_LIMIT} failed logins within 15 minutes`, source: { pointer: '/email' } }],
+      retryAfter,
+    );
+  }
   const [user] = await ctx.db.query<{ id: number; password_hash: string; state: string }>(
     `SELECT id, password_hash, state FROM users WHERE lower(email) = lower($1)`,
     [email],
   );
   // Verify against a dummy hash when the user is unknown so timing does not reveal which e-mails exist.
-  const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
-  if (!user || !ok || user.state !== 'active') throw unauthenticated('Invalid e-mail or password', '/password');
+  const ok = await verifyPassword(password, user?.password_hash || DUMMY_HASH);
+  if (!user || !ok || user.state !== 'active') {
+    // Old windows of other e-mails go here, so the table holds only the last 15 minutes.
+    await ctx.db.query(`DELETE FROM login_throttle WHERE window_start <= $1`, [windowStart]);
+    throw unauthenticated('Invalid e-mail or password', '/password');
+  }
+  // This attempt was counted in advance; it did not fail, so it comes off again.
+  await ctx.db.query(`UPDATE login_throttle SET failures = greatest(failures - 1, 0) WHERE email = $1`, [key]);
+  return issueToken(ctx, ctx.db, user.id);
+}
+
+/** A new bearer token for the user (login, accepted invite). */
+export async function issueToken(ctx: ManagementContext, db: Queryable, userId: number): Promise<{ created: string; token: string; userId: number }> {
   const token = randomToken(32);
   const now = ctx.clock.now();
   const expires = new Date(now.getTime() + ctx.tokenTtlMs);
-  await ctx.db.query(`INSERT INTO management_tokens (token_hash, user_id, created, expires) VALUES ($1, $2, $3, $4)`, [
+  await db.query(`INSERT INTO management_tokens (token_hash, user_id, created, expires) VALUES ($1, $2, $3, $4)`, [
     sha256Hex(token),
-    user.id,
+    userId,
     now.toISOString(),
     expires.toISOString(),
   ]);
-  await ctx.db.query(`UPDATE users SET last_activity = $2 WHERE id = $1`, [user.id, now.toISOString()]);
-  return { created: now.toISOString(), token, userId: user.id };
+  await db.query(`UPDATE users SET last_activity = $2 WHERE id = $1`, [userId, now.toISOString()]);
+  return { created: now.toISOString(), token, userId };
 }
 
 /** DELETE /v1/sessions: the token stops working at once. */

@@ -9,6 +9,17 @@ export interface ManagementContext {
   logger: Logger;
   /** Lifetime of a bearer token (default 7 days). */
   tokenTtlMs: number;
+  /** Mail of the user use cases; without it mails are still queued, only picked up at the next poll. */
+  mail?: MailSettings;
+}
+
+export interface MailSettings {
+  /** Tells the node's mail dispatcher that a mail was queued. */
+  wake?: () => void;
+  /** Lifetime of an invite token (default 7 days). */
+  inviteTtlMs?: number;
+  /** Lifetime of a password-reset token (default 1 hour). */
+  resetTtlMs?: number;
 }
 
 /** Who calls the Management API: the user behind a bearer token. */

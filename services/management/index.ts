@@ -15,3 +15,7 @@ export * from './loyalty.js';
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
+export * from './users.js';
+export * from './accounts.js';
+export * from './mail.js';
+export * from './smtp.js';
