@@ -163,9 +163,11 @@ export interface paths {
             cookie?: never;
         };
         get: operations["getRuleset"];
-        put?: never;
+        /** Replace a ruleset's rules and bindings (compile-checked). `activate: true` makes it the campaign's active ruleset; `activate: false` on the active ruleset leaves the campaign without one (draft); without `activate` the activation is unchanged. */
+        put: operations["updateRuleset"];
         post?: never;
-        delete?: never;
+        /** Delete a ruleset; deleting the active one leaves the campaign without one (draft). */
+        delete: operations["deleteRuleset"];
         options?: never;
         head?: never;
         patch?: never;
@@ -183,6 +185,45 @@ export interface paths {
         put?: never;
         /** Create a custom attribute (an attribute of entity Event with an eventType defines that custom event type) */
         post: operations["createAttribute"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Campaigns whose attributes hold every given key with exactly the given value */
+        post: operations["searchCampaigns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/campaign_duplicate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Copy a campaign, with its active ruleset (activated), into each listed Application the caller may write; all copies or none. Statistics and campaign groups are not copied. */
+        post: operations["copyCampaignToApplications"];
         delete?: never;
         options?: never;
         head?: never;
@@ -234,9 +275,7 @@ export interface components {
             campaignPriority?: "universal" | "stackable" | "exclusive";
             /** @enum {string} */
             exclusiveCampaignsStrategy?: "listOrder" | "lowestDiscount" | "highestDiscount";
-            attributesSettings?: {
-                [key: string]: unknown;
-            };
+            attributesSettings?: components["schemas"]["AttributesSettings"];
             sandbox?: boolean;
         };
         NewApplication: components["schemas"]["ApplicationFields"] & unknown;
@@ -381,6 +420,24 @@ export interface components {
             lastUsed?: string;
             lastUsedApplicationId?: number;
         };
+        AttributesSettings: {
+            /** @description Custom attributes that campaigns and coupons of the Application must carry. */
+            mandatory?: {
+                campaigns?: string[];
+                coupons?: string[];
+            };
+        };
+        CampaignSearch: {
+            /** @description Every key must be among the campaign's attributes with exactly this value. */
+            attributes: {
+                [key: string]: unknown;
+            };
+        };
+        CampaignCopy: {
+            applicationIds: number[];
+            /** @description Name of the copies (default the campaign's name). */
+            name?: string;
+        };
     };
     responses: {
         /** @description Error */
@@ -396,6 +453,16 @@ export interface components {
     parameters: {
         applicationId: number;
         campaignId: number;
+        /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+        campaignState: "draft" | "scheduled" | "running" | "expired" | "disabled" | "archived";
+        /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+        campaignName: string;
+        /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+        campaignTags: string;
+        createdBefore: string;
+        createdAfter: string;
+        /** @description Only campaigns in this campaign group. */
+        campaignGroupId: number;
         pageSize: number;
         skip: number;
         /** @description A field name; prefix `-` for descending. */
@@ -690,6 +757,16 @@ export interface operations {
                 skip?: components["parameters"]["skip"];
                 /** @description A field name; prefix `-` for descending. */
                 sort?: components["parameters"]["sort"];
+                /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+                campaignState?: components["parameters"]["campaignState"];
+                /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+                name?: components["parameters"]["campaignName"];
+                /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+                tags?: components["parameters"]["campaignTags"];
+                createdBefore?: components["parameters"]["createdBefore"];
+                createdAfter?: components["parameters"]["createdAfter"];
+                /** @description Only campaigns in this campaign group. */
+                campaignGroupId?: components["parameters"]["campaignGroupId"];
             };
             header?: never;
             path: {
@@ -919,6 +996,64 @@ export interface operations {
             404: components["responses"]["Error"];
         };
     };
+    updateRuleset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                rulesetId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewRuleset"];
+            };
+        };
+        responses: {
+            /** @description Ruleset */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ruleset"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteRuleset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                rulesetId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
     getAttributes: {
         parameters: {
             query?: {
@@ -976,6 +1111,87 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             409: components["responses"]["Error"];
+        };
+    };
+    searchCampaigns: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+                campaignState?: components["parameters"]["campaignState"];
+                /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+                name?: components["parameters"]["campaignName"];
+                /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+                tags?: components["parameters"]["campaignTags"];
+                createdBefore?: components["parameters"]["createdBefore"];
+                createdAfter?: components["parameters"]["createdAfter"];
+                /** @description Only campaigns in this campaign group. */
+                campaignGroupId?: components["parameters"]["campaignGroupId"];
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignSearch"];
+            };
+        };
+        responses: {
+            /** @description Campaigns */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Campaign"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    copyCampaignToApplications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignCopy"];
+            };
+        };
+        responses: {
+            /** @description The new campaigns, in the order of `applicationIds` */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Campaign"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
         };
     };
 }

@@ -1,6 +1,6 @@
-import { badRequest, notFound } from '../shared/index.js';
-import { foldCampaignStats } from '../store/index.js';
-import { compact, iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { AppError, badRequest, notFound } from '../shared/index.js';
+import { foldCampaignStats, type Queryable } from '../store/index.js';
+import { compact, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface CampaignBody {
   name: string;
@@ -102,13 +102,86 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
   return campaignView(row!);
 }
 
-export async function listCampaigns(ctx: ManagementContext, principal: Principal, applicationId: number, query: ListQuery) {
-  await requireApplication(ctx.db, principal, applicationId, 'read');
+export const campaignListStates = ['draft', 'scheduled', 'running', 'expired', 'disabled', 'archived'] as const;
+export type CampaignListState = (typeof campaignListStates)[number];
+
+export interface CampaignListQuery extends ListQuery {
+  campaignState?: CampaignListState;
+  name?: string;
+  tags?: string;
+  createdBefore?: string;
+  createdAfter?: string;
+  campaignGroupId?: number;
+}
+
+/**
+ * The list state of a campaign (addendum), `$now` being the parameter holding the current time.
+ * Exactly one applies, first match wins: what the user set (archived, disabled) says more than
+ * the missing ruleset (draft), and a campaign without a ruleset is a draft whatever its window;
+ * then the window decides (expired, scheduled, running), with the bounds the evaluation uses
+ * (running while startTime <= now < endTime).
+ */
+const listStateSql = (now: string) => `CASE
+    WHEN state = 'archived' THEN 'archived'
+    WHEN state = 'disabled' THEN 'disabled'
+    WHEN active_ruleset_id IS NULL THEN 'draft'
+    WHEN end_time IS NOT NULL AND end_time <= ${now}::timestamptz THEN 'expired'
+    WHEN start_time IS NOT NULL AND start_time > ${now}::timestamptz THEN 'scheduled'
+    ELSE 'running' END`;
+
+const campaignSortable = {
+  id: 'id',
+  name: 'name',
+  created: 'created',
+  updated: 'updated',
+  state: 'state',
+  startTime: 'start_time',
+  endTime: 'end_time',
+};
+
+/** `FROM campaigns WHERE ...` of a campaign list with the spec's filters, every value a parameter. */
+function campaignFilters(ctx: ManagementContext, applicationId: number, query: CampaignListQuery, extra: { attributes?: Record<string, unknown> } = {}) {
+  const params: unknown[] = [applicationId];
+  const param = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where = ['application_id = $1'];
+  if (query.campaignState) where.push(`${listStateSql(param(ctx.clock.now().toISOString()))} = ${param(query.campaignState)}`);
+  // The spec: `tags` is OR-ed with `name`; either alone filters by itself.
+  const byName = query.name !== undefined ? `strpos(lower(name), lower(${param(query.name)})) > 0` : undefined;
+  const byTag =
+    query.tags !== undefined ? `EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t WHERE lower(t) = lower(${param(query.tags)}))` : undefined;
+  if (byName && byTag) where.push(`(${byName} OR ${byTag})`);
+  else if (byName ?? byTag) where.push((byName ?? byTag)!);
+  if (query.createdBefore) where.push(`created < ${param(query.createdBefore)}::timestamptz`);
+  if (query.createdAfter) where.push(`created > ${param(query.createdAfter)}::timestamptz`);
+  if (query.campaignGroupId !== undefined) where.push(`campaign_groups @> to_jsonb(${param(query.campaignGroupId)}::int)`);
+  if (extra.attributes) where.push(`attributes @> ${param(JSON.stringify(extra.attributes))}::jsonb`);
+  return { from: `FROM campaigns WHERE ${where.join(' AND ')}`, params };
+}
+
+async function campaignList(ctx: ManagementContext, applicationId: number, query: CampaignListQuery, extra: { attributes?: Record<string, unknown> } = {}) {
   await foldCampaignStats(ctx.db, applicationId);
-  const { clause } = paging(query, { id: 'id', name: 'name', created: 'created', updated: 'updated', state: 'state' });
-  const rows = await ctx.db.query(`SELECT * FROM campaigns WHERE application_id = $1 ${clause}`, [applicationId]);
-  const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM campaigns WHERE application_id = $1`, [applicationId]);
-  return { totalResultSize: count!.n, data: rows.map(campaignView) };
+  const { from, params } = campaignFilters(ctx, applicationId, query, extra);
+  return listPage(ctx.db, { from, params, query, sortable: campaignSortable, withTotal: true }, campaignView);
+}
+
+export async function listCampaigns(ctx: ManagementContext, principal: Principal, applicationId: number, query: CampaignListQuery) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  return campaignList(ctx, applicationId, query);
+}
+
+/** campaigns_search: campaigns whose attributes hold every given key with exactly that value (jsonb containment). */
+export async function searchCampaigns(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  query: CampaignListQuery,
+  body: { attributes: Record<string, unknown> },
+) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  return campaignList(ctx, applicationId, query, { attributes: body.attributes });
 }
 
 export async function requireCampaign(ctx: ManagementContext, applicationId: number, campaignId: number): Promise<Record<string, unknown>> {
@@ -158,6 +231,71 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
   );
   ctx.events.publish({ kind: 'campaigns', applicationId });
   return campaignView(row!);
+}
+
+export interface CampaignCopyBody {
+  applicationIds: number[];
+  name?: string;
+}
+
+/** requireApplication for an Application named in a body, so the error points at the body item. */
+async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<void> {
+  try {
+    await requireApplication(db, principal, applicationId, 'write');
+  } catch (e) {
+    if (!(e instanceof AppError)) throw e;
+    throw new AppError(e.kind, e.message, [{ title: e.errors[0]?.title ?? e.message, details: e.message, source: { pointer } }]);
+  }
+}
+
+/**
+ * Copies a campaign into other Applications (or its own), with its active ruleset activated in
+ * each copy. All copies are made in one transaction, after every target was checked, so a target
+ * the caller may not write leaves nothing behind. Statistics start at zero and campaign groups are
+ * not copied: both belong to the source Application.
+ */
+export async function copyCampaignToApplications(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  campaignId: number,
+  body: CampaignCopyBody,
+) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  const source = await requireCampaign(ctx, applicationId, campaignId);
+  for (const [i, target] of body.applicationIds.entries()) await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+  const [ruleset] = source.active_ruleset_id
+    ? await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [source.active_ruleset_id, campaignId])
+    : [];
+  const by = await userName(ctx, principal);
+  const now = ctx.clock.now().toISOString();
+  const copies = await ctx.db.transaction(async (tx) => {
+    const out: Record<string, unknown>[] = [];
+    for (const target of body.applicationIds) {
+      const [copy] = await tx.query(
+        `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
+           coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated, reevaluate_on_return)
+         SELECT $2, $3, COALESCE($4, name), description, start_time, end_time, attributes, state, tags, features,
+           coupon_settings, referral_settings, limits, NULL, $5, $5, $6, $6, reevaluate_on_return
+           FROM campaigns WHERE id = $1
+         RETURNING *`,
+        [campaignId, target, principal.userId, body.name ?? null, by, now],
+      );
+      let row = copy!;
+      if (ruleset) {
+        const [rs] = await tx.query<{ id: number }>(
+          `INSERT INTO rulesets (campaign_id, user_id, rules, bindings, rb_version, activated_at, created)
+           VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $6) RETURNING id`,
+          [row.id, principal.userId, JSON.stringify(ruleset.rules), JSON.stringify(ruleset.bindings), ruleset.rb_version, now],
+        );
+        row = (await tx.query(`UPDATE campaigns SET active_ruleset_id = $2 WHERE id = $1 RETURNING *`, [row.id, rs!.id]))[0]!;
+      }
+      out.push(row);
+    }
+    return out;
+  });
+  for (const target of new Set(body.applicationIds)) ctx.events.publish({ kind: 'campaigns', applicationId: target });
+  return { totalResultSize: copies.length, data: copies.map(campaignView) };
 }
 
 export async function deleteCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number): Promise<void> {
