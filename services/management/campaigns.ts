@@ -157,7 +157,11 @@ function campaignFilters(ctx: ManagementContext, applicationId: number, query: C
   if (query.createdBefore) where.push(`created < ${param(query.createdBefore)}::timestamptz`);
   if (query.createdAfter) where.push(`created > ${param(query.createdAfter)}::timestamptz`);
   if (query.campaignGroupId !== undefined) where.push(`campaign_groups @> to_jsonb(${param(query.campaignGroupId)}::int)`);
-  if (extra.attributes) where.push(`attributes @> ${param(JSON.stringify(extra.attributes))}::jsonb`);
+  // Each given key must hold exactly the given value: containment (@>) alone would also match a
+  // part of a nested object or list.
+  if (extra.attributes) {
+    where.push(`NOT EXISTS (SELECT 1 FROM jsonb_each(${param(JSON.stringify(extra.attributes))}::jsonb) q WHERE attributes -> q.key IS DISTINCT FROM q.value)`);
+  }
   return { from: `FROM campaigns WHERE ${where.join(' AND ')}`, params };
 }
 
