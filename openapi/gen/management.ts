@@ -307,10 +307,16 @@ export interface components {
         CampaignFields: {
             name?: string;
             description?: string;
-            /** Format: date-time */
-            startTime?: string;
-            /** Format: date-time */
-            endTime?: string;
+            /**
+             * Format: date-time
+             * @description Start of the activation window. On update, absent keeps it and null removes it.
+             */
+            startTime?: string | null;
+            /**
+             * Format: date-time
+             * @description End of the activation window. On update, absent keeps it and null removes it.
+             */
+            endTime?: string | null;
             attributes?: {
                 [key: string]: unknown;
             };
@@ -326,6 +332,7 @@ export interface components {
                 [key: string]: unknown;
             };
             limits?: components["schemas"]["Limit"][];
+            /** @description On update, absent keeps the groups and null removes them. */
             campaignGroups?: number[] | null;
             /** @description Returns with runRuleEngine=true evaluate this campaign again on the returned session (default false). */
             reevaluateOnReturn?: boolean;

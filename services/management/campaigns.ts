@@ -5,8 +5,8 @@ import { compact, iso, listPage, requireApplication, type ListQuery, type Manage
 export interface CampaignBody {
   name: string;
   description?: string;
-  startTime?: string;
-  endTime?: string;
+  startTime?: string | null;
+  endTime?: string | null;
   attributes?: Record<string, unknown>;
   state?: 'enabled' | 'disabled' | 'archived';
   activeRulesetId?: number;
@@ -51,8 +51,8 @@ export function campaignView(r: Record<string, unknown>): Record<string, unknown
   });
 }
 
-function checkWindow(body: CampaignBody): void {
-  if (body.startTime && body.endTime && new Date(body.endTime) <= new Date(body.startTime)) {
+function checkWindow(window: { startTime?: string | null; endTime?: string | null }): void {
+  if (window.startTime && window.endTime && new Date(window.endTime) <= new Date(window.startTime)) {
     throw badRequest('`endTime` must be after `startTime`', '/endTime');
   }
 }
@@ -202,8 +202,12 @@ export async function getCampaign(ctx: ManagementContext, principal: Principal, 
 
 export async function updateCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: CampaignBody) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
-  checkWindow(body);
+  const current = await requireCampaign(ctx, applicationId, campaignId);
+  // A PUT that leaves out the window keeps it (a backoffice renaming or disabling a campaign must
+  // not unschedule it); null removes a bound. The window checked is the one that will be stored.
+  const startTime = 'startTime' in body ? (body.startTime ?? null) : (iso(current.start_time) ?? null);
+  const endTime = 'endTime' in body ? (body.endTime ?? null) : (iso(current.end_time) ?? null);
+  checkWindow({ startTime, endTime });
   if (body.activeRulesetId !== undefined) await checkRulesetOfCampaign(ctx, campaignId, body.activeRulesetId);
   const [row] = await ctx.db.query(
     `UPDATE campaigns SET name = $3, description = COALESCE($4, description), start_time = $5, end_time = $6,
@@ -211,15 +215,16 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
        features = COALESCE($10::jsonb, features), coupon_settings = COALESCE($11::jsonb, coupon_settings),
        referral_settings = COALESCE($12::jsonb, referral_settings), limits = COALESCE($13::jsonb, limits),
        active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16,
-       reevaluate_on_return = COALESCE($17, reevaluate_on_return)
+       reevaluate_on_return = COALESCE($17, reevaluate_on_return),
+       campaign_groups = CASE WHEN $18::boolean THEN $19::jsonb ELSE campaign_groups END
      WHERE id = $1 AND application_id = $2 RETURNING *`,
     [
       campaignId,
       applicationId,
       body.name,
       body.description ?? null,
-      body.startTime ?? null,
-      body.endTime ?? null,
+      startTime,
+      endTime,
       body.attributes ? JSON.stringify(body.attributes) : null,
       body.state ?? null,
       body.tags ? JSON.stringify(body.tags) : null,
@@ -231,6 +236,8 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
       await userName(ctx, principal),
       ctx.clock.now().toISOString(),
       body.reevaluateOnReturn ?? null,
+      'campaignGroups' in body,
+      body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
     ],
   );
   ctx.events.publish({ kind: 'campaigns', applicationId });

@@ -48,11 +48,11 @@ describe.skipIf(!postgresUp)('Management API: campaigns and rulesets', () => {
   describe('campaigns', () => {
     it('creates, gets, updates and deletes a campaign with every field', async () => {
       const applicationId = await newApp('Campaign CRUD');
+      const window = { startTime: '2026-03-01T00:00:00.000Z', endTime: '2026-06-01T00:00:00.000Z' };
       const body = newCampaign({
         name: 'Spring',
         description: 'blossoms',
-        startTime: '2026-03-01T00:00:00.000Z',
-        endTime: '2026-06-01T00:00:00.000Z',
+        ...window,
         attributes: { region: 'eu' },
         tags: ['spring', 'vip'],
         features: ['coupons', 'referrals'],
@@ -83,8 +83,29 @@ describe.skipIf(!postgresUp)('Management API: campaigns and rulesets', () => {
       const r = await createRuleset(applicationId, c.id, { ...tenPercentOver100(), activate: false });
       const path = { params: { path: { applicationId, campaignId: c.id } } };
       const u = unwrap(await t.admin.PUT(ONE, { ...path, body: { name: 'Spring 2', state: 'disabled', activeRulesetId: r.id, tags: ['later'] } }));
-      expect(u).toMatchObject({ name: 'Spring 2', state: 'disabled', activeRulesetId: r.id, tags: ['later'], attributes: { region: 'eu' }, features: ['coupons', 'referrals'] });
+      // What the update leaves out is kept, the window and the groups included.
+      expect(u).toMatchObject({
+        name: 'Spring 2',
+        state: 'disabled',
+        activeRulesetId: r.id,
+        tags: ['later'],
+        attributes: { region: 'eu' },
+        features: ['coupons', 'referrals'],
+        startTime: window.startTime,
+        endTime: window.endTime,
+        campaignGroups: [4, 5],
+      });
       expect(await getCampaign(applicationId, c.id)).toEqual(u);
+      // null removes a window bound or the groups; the window checked is the one to be stored.
+      const cleared = unwrap(await t.admin.PUT(ONE, { ...path, body: { name: 'Spring 2', startTime: null, campaignGroups: null } }));
+      expect(cleared.startTime).toBeUndefined();
+      expect(cleared).toMatchObject({ endTime: window.endTime, campaignGroups: null });
+      const regrouped = unwrap(await t.admin.PUT(ONE, { ...path, body: { name: 'Spring 2', startTime: '2026-04-01T00:00:00.000Z', campaignGroups: [6] } }));
+      expect(regrouped).toMatchObject({ startTime: '2026-04-01T00:00:00.000Z', endTime: window.endTime, campaignGroups: [6] });
+      const inverted = await t.admin.PUT(ONE, { ...path, body: { name: 'Spring 2', startTime: '2026-07-01T00:00:00.000Z' } });
+      expect(inverted.response.status).toBe(400);
+      expect(pointers(inverted.error)).toContain('/endTime');
+      expect(await getCampaign(applicationId, c.id)).toEqual(regrouped);
 
       expect((await t.admin.DELETE(ONE, path)).response.status).toBe(204);
       expect((await t.admin.GET(ONE, path)).response.status).toBe(404);
