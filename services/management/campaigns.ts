@@ -281,6 +281,12 @@ export async function copyCampaignToApplications(
   const by = await userName(ctx, principal);
   const now = ctx.clock.now().toISOString();
   const copies = await ctx.db.transaction(async (tx) => {
+    // A target deleted since it was checked would otherwise surface as a foreign-key error.
+    const held = await tx.query(`SELECT id FROM applications WHERE id = ANY($1::int[]) FOR KEY SHARE`, [body.applicationIds]);
+    if (held.length !== body.applicationIds.length) {
+      const gone = body.applicationIds.findIndex((id) => !held.some((h) => h.id === id));
+      throw notFound('Application', `/applicationIds/${gone}`);
+    }
     const out: Record<string, unknown>[] = [];
     for (const target of body.applicationIds) {
       const [copy] = await tx.query(
@@ -292,7 +298,9 @@ export async function copyCampaignToApplications(
          RETURNING *`,
         [campaignId, target, principal.userId, body.name ?? null, by, now],
       );
-      let row = copy!;
+      // Deleted since it was read: nothing is copied.
+      if (!copy) throw notFound('Campaign', '/campaignId');
+      let row = copy;
       if (ruleset) {
         const [rs] = await tx.query<{ id: number }>(
           `INSERT INTO rulesets (campaign_id, user_id, rules, bindings, rb_version, activated_at, created)
