@@ -163,9 +163,11 @@ export interface paths {
             cookie?: never;
         };
         get: operations["getRuleset"];
-        put?: never;
+        /** Replace a ruleset's rules and bindings (compile-checked). `activate: true` makes it the campaign's active ruleset; `activate: false` on the active ruleset leaves the campaign without one (draft); without `activate` the activation is unchanged. */
+        put: operations["updateRuleset"];
         post?: never;
-        delete?: never;
+        /** Delete a ruleset; deleting the active one leaves the campaign without one (draft). */
+        delete: operations["deleteRuleset"];
         options?: never;
         head?: never;
         patch?: never;
@@ -183,6 +185,45 @@ export interface paths {
         put?: never;
         /** Create a custom attribute (an attribute of entity Event with an eventType defines that custom event type) */
         post: operations["createAttribute"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Campaigns whose attributes hold every given key with exactly the given value */
+        post: operations["searchCampaigns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/campaign_duplicate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Copy a campaign, with its active ruleset (activated), into each listed Application the caller may write; all copies or none. Statistics and campaign groups are not copied. */
+        post: operations["copyCampaignToApplications"];
         delete?: never;
         options?: never;
         head?: never;
@@ -476,9 +517,7 @@ export interface components {
             campaignPriority?: "universal" | "stackable" | "exclusive";
             /** @enum {string} */
             exclusiveCampaignsStrategy?: "listOrder" | "lowestDiscount" | "highestDiscount";
-            attributesSettings?: {
-                [key: string]: unknown;
-            };
+            attributesSettings?: components["schemas"]["AttributesSettings"];
             sandbox?: boolean;
         };
         NewApplication: components["schemas"]["ApplicationFields"] & unknown;
@@ -510,10 +549,16 @@ export interface components {
         CampaignFields: {
             name?: string;
             description?: string;
-            /** Format: date-time */
-            startTime?: string;
-            /** Format: date-time */
-            endTime?: string;
+            /**
+             * Format: date-time
+             * @description Start of the activation window. On update, absent keeps it and null removes it.
+             */
+            startTime?: string | null;
+            /**
+             * Format: date-time
+             * @description End of the activation window. On update, absent keeps it and null removes it.
+             */
+            endTime?: string | null;
             attributes?: {
                 [key: string]: unknown;
             };
@@ -529,6 +574,7 @@ export interface components {
                 [key: string]: unknown;
             };
             limits?: components["schemas"]["Limit"][];
+            /** @description On update, absent keeps the groups and null removes them. */
             campaignGroups?: number[] | null;
             /** @description Returns with runRuleEngine=true evaluate this campaign again on the returned session (default false). */
             reevaluateOnReturn?: boolean;
@@ -622,6 +668,24 @@ export interface components {
             /** Format: date-time */
             lastUsed?: string;
             lastUsedApplicationId?: number;
+        };
+        AttributesSettings: {
+            /** @description Custom attributes that campaigns and coupons of the Application must carry. */
+            mandatory?: {
+                campaigns?: string[];
+                coupons?: string[];
+            };
+        };
+        CampaignSearch: {
+            /** @description Every key must be among the campaign's attributes with exactly this value. */
+            attributes: {
+                [key: string]: unknown;
+            };
+        };
+        CampaignCopy: {
+            applicationIds: number[];
+            /** @description Name of the copies (default the campaign's name). */
+            name?: string;
         };
         /** @description A positive whole number (at most 6 digits) followed by one unit letter: s seconds, m minutes, h hours, D days, W weeks, M calendar months, Y calendar years (e.g. 40m, 1h, 30D, 1Y). Letters are case-sensitive (m is minutes, M months). */
         Duration: string;
@@ -816,6 +880,16 @@ export interface components {
     parameters: {
         applicationId: number;
         campaignId: number;
+        /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+        campaignState: "draft" | "scheduled" | "running" | "expired" | "disabled" | "archived";
+        /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+        campaignName: string;
+        /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+        campaignTags: string;
+        createdBefore: string;
+        createdAfter: string;
+        /** @description Only campaigns in this campaign group. */
+        campaignGroupId: number;
         pageSize: number;
         skip: number;
         /** @description A field name; prefix `-` for descending. */
@@ -1110,6 +1184,16 @@ export interface operations {
                 skip?: components["parameters"]["skip"];
                 /** @description A field name; prefix `-` for descending. */
                 sort?: components["parameters"]["sort"];
+                /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+                campaignState?: components["parameters"]["campaignState"];
+                /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+                name?: components["parameters"]["campaignName"];
+                /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+                tags?: components["parameters"]["campaignTags"];
+                createdBefore?: components["parameters"]["createdBefore"];
+                createdAfter?: components["parameters"]["createdAfter"];
+                /** @description Only campaigns in this campaign group. */
+                campaignGroupId?: components["parameters"]["campaignGroupId"];
             };
             header?: never;
             path: {
@@ -1339,6 +1423,64 @@ export interface operations {
             404: components["responses"]["Error"];
         };
     };
+    updateRuleset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                rulesetId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewRuleset"];
+            };
+        };
+        responses: {
+            /** @description Ruleset */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ruleset"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteRuleset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                rulesetId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
     getAttributes: {
         parameters: {
             query?: {
@@ -1396,6 +1538,87 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             409: components["responses"]["Error"];
+        };
+    };
+    searchCampaigns: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description The campaign's list state. Exactly one applies, first match wins: `archived`, `disabled` (stored state), `draft` (no active ruleset), `expired` (endTime passed), `scheduled` (startTime in the future), `running` (otherwise). */
+                campaignState?: components["parameters"]["campaignState"];
+                /** @description Case-insensitive substring of the name; with `tags`, a campaign matching either is listed. */
+                name?: components["parameters"]["campaignName"];
+                /** @description A tag (case-insensitive, whole tag); with `name`, a campaign matching either is listed. */
+                tags?: components["parameters"]["campaignTags"];
+                createdBefore?: components["parameters"]["createdBefore"];
+                createdAfter?: components["parameters"]["createdAfter"];
+                /** @description Only campaigns in this campaign group. */
+                campaignGroupId?: components["parameters"]["campaignGroupId"];
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignSearch"];
+            };
+        };
+        responses: {
+            /** @description Campaigns */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Campaign"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    copyCampaignToApplications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CampaignCopy"];
+            };
+        };
+        responses: {
+            /** @description The new campaigns, in the order of `applicationIds` */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Campaign"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
         };
     };
     getLoyaltyPrograms: {

@@ -47,6 +47,16 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     createAttribute: async ({ principal, body }) => created(await m.createAttribute(ctx, who(principal), body)),
     getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
+    searchCampaigns: async ({ principal, params, query, body }) =>
+      ok(await m.searchCampaigns(ctx, who(principal), params.applicationId, query, body)),
+    copyCampaignToApplications: async ({ principal, params, body }) =>
+      created(await m.copyCampaignToApplications(ctx, who(principal), params.applicationId, params.campaignId, body)),
+    updateRuleset: async ({ principal, params, body }) =>
+      ok(await m.updateRuleset(ctx, who(principal), params.applicationId, params.campaignId, params.rulesetId, body)),
+    deleteRuleset: async ({ principal, params }) => {
+      await m.deleteRuleset(ctx, who(principal), params.applicationId, params.campaignId, params.rulesetId);
+      return noContent();
+    },
     // ---- handlers B: coupons and referrals (issue 5; keep this marker) ----
     // ---- handlers C: loyalty programs and ledgers (issue 5; keep this marker) ----
     getLoyaltyPrograms: async ({ principal, query }) => ok(await m.listLoyaltyPrograms(ctx, who(principal), query)),

@@ -1,5 +1,7 @@
 import { badRequest, notFound, randomToken } from '../shared/index.js';
-import { compact, iso, isAdmin, paging, requireAdmin, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { loyaltyProgramsOfApplication } from './loyalty.js';
+import type { Queryable } from '../store/index.js';
+import { compact, iso, isAdmin, listPage, requireAdmin, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface ApplicationBody {
   name: string;
@@ -11,11 +13,21 @@ export interface ApplicationBody {
   limits?: unknown[];
   campaignPriority?: string;
   exclusiveCampaignsStrategy?: string;
-  attributesSettings?: Record<string, unknown>;
+  attributesSettings?: AttributesSettings;
   sandbox?: boolean;
 }
 
-export function applicationView(r: Record<string, unknown>): Record<string, unknown> {
+export interface AttributesSettings {
+  mandatory?: { campaigns?: string[]; coupons?: string[] };
+}
+
+/** Always the full shape, so clients need not guess which parts an older row lacks. */
+function attributesSettingsView(v: unknown): { mandatory: { campaigns: string[]; coupons: string[] } } {
+  const mandatory = ((v as AttributesSettings | null)?.mandatory ?? {}) as NonNullable<AttributesSettings['mandatory']>;
+  return { mandatory: { campaigns: mandatory.campaigns ?? [], coupons: mandatory.coupons ?? [] } };
+}
+
+export function applicationView(r: Record<string, unknown>, loyaltyPrograms: Record<string, unknown>[] = []): Record<string, unknown> {
   return compact({
     id: r.id as number,
     created: iso(r.created),
@@ -30,9 +42,9 @@ export function applicationView(r: Record<string, unknown>): Record<string, unkn
     limits: r.limits as unknown[],
     campaignPriority: r.campaign_priority as string,
     exclusiveCampaignsStrategy: r.exclusive_campaigns_strategy as string,
-    attributesSettings: r.attributes_settings as Record<string, unknown>,
+    attributesSettings: attributesSettingsView(r.attributes_settings),
     sandbox: r.sandbox as boolean,
-    loyaltyPrograms: [],
+    loyaltyPrograms,
   });
 }
 
@@ -69,26 +81,38 @@ export async function createApplication(ctx: ManagementContext, principal: Princ
       JSON.stringify(body.limits ?? []),
       body.campaignPriority ?? 'universal',
       body.exclusiveCampaignsStrategy ?? 'listOrder',
-      JSON.stringify(body.attributesSettings ?? {}),
+      JSON.stringify(attributesSettingsView(body.attributesSettings)),
       body.sandbox ?? false,
       randomToken(32),
     ],
   );
-  return applicationView(row!);
+  return applicationView(row!, await loyaltyProgramsOfApplication(ctx.db, row!.id as number));
+}
+
+async function viewWithPrograms(db: Queryable, row: Record<string, unknown>): Promise<Record<string, unknown>> {
+  return applicationView(row, await loyaltyProgramsOfApplication(db, row.id as number));
 }
 
 export async function listApplications(ctx: ManagementContext, principal: Principal, query: ListQuery) {
-  const { clause } = paging(query, { id: 'id', name: 'name', created: 'created', modified: 'modified' });
-  const visible = isAdmin(principal) ? null : Object.keys(principal.policy.applications ?? {}).map(Number);
-  const filter = visible ? `AND id = ANY($2::int[])` : '';
-  const params = visible ? [principal.accountId, visible] : [principal.accountId];
-  const rows = await ctx.db.query(`SELECT * FROM applications WHERE account_id = $1 ${filter} ${clause}`, params);
-  const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM applications WHERE account_id = $1 ${filter}`, params);
-  return { totalResultSize: count!.n, data: rows.map(applicationView) };
+  // Non-admins see only the Applications their policy names (ids that are not numbers name nothing).
+  const visible = isAdmin(principal) ? null : Object.keys(principal.policy.applications ?? {}).map(Number).filter(Number.isInteger);
+  const page = await listPage(
+    ctx.db,
+    {
+      from: `FROM applications WHERE account_id = $1 ${visible ? 'AND id = ANY($2::int[])' : ''}`,
+      params: visible ? [principal.accountId, visible] : [principal.accountId],
+      query,
+      sortable: { id: 'id', name: 'name', created: 'created', modified: 'modified', timezone: 'timezone', currency: 'currency' },
+      withTotal: true,
+    },
+    (row) => row,
+  );
+  const data = await Promise.all(page.data.map((row) => viewWithPrograms(ctx.db, row)));
+  return { ...page, data };
 }
 
 export async function getApplication(ctx: ManagementContext, principal: Principal, applicationId: number) {
-  return applicationView(await requireApplication(ctx.db, principal, applicationId, 'read'));
+  return viewWithPrograms(ctx.db, await requireApplication(ctx.db, principal, applicationId, 'read'));
 }
 
 export async function updateApplication(ctx: ManagementContext, principal: Principal, applicationId: number, body: ApplicationBody) {
@@ -112,19 +136,38 @@ export async function updateApplication(ctx: ManagementContext, principal: Princ
       body.limits ? JSON.stringify(body.limits) : null,
       body.campaignPriority ?? null,
       body.exclusiveCampaignsStrategy ?? null,
-      body.attributesSettings ? JSON.stringify(body.attributesSettings) : null,
+      body.attributesSettings ? JSON.stringify(attributesSettingsView(body.attributesSettings)) : null,
       body.sandbox ?? null,
       ctx.clock.now().toISOString(),
     ],
   );
   ctx.events.publish({ kind: 'application', applicationId });
-  return applicationView(row!);
+  return viewWithPrograms(ctx.db, row!);
 }
 
-/** Deletes the Application with everything that belongs to it (campaigns, keys, sessions, events). */
+/**
+ * Deletes the Application with everything that belongs to it: every table with an application_id
+ * references applications ON DELETE CASCADE (campaigns and through them rulesets, coupons,
+ * referrals, counters; API keys, sessions, events, returns, idempotency keys). Account-level
+ * custom attributes only lose their mention of it.
+ */
 export async function deleteApplication(ctx: ManagementContext, principal: Principal, applicationId: number): Promise<void> {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  const rows = await ctx.db.query(`DELETE FROM applications WHERE id = $1 RETURNING id`, [applicationId]);
-  if (rows.length === 0) throw notFound('Application', '/applicationId');
+  const deleted = await ctx.db.transaction(async (tx) => {
+    const rows = await tx.query(`DELETE FROM applications WHERE id = $1 RETURNING id`, [applicationId]);
+    if (rows.length === 0) return false;
+    await tx.query(
+      `UPDATE attributes SET subscribed_applications_ids =
+          (SELECT coalesce(jsonb_agg(e), '[]'::jsonb) FROM jsonb_array_elements(subscribed_applications_ids) e WHERE e <> to_jsonb($2::int))
+        WHERE account_id = $1 AND subscribed_applications_ids @> to_jsonb($2::int)`,
+      [principal.accountId, applicationId],
+    );
+    await tx.query(`UPDATE attributes SET last_used_application_id = NULL WHERE account_id = $1 AND last_used_application_id = $2`, [
+      principal.accountId,
+      applicationId,
+    ]);
+    return true;
+  });
+  if (!deleted) throw notFound('Application', '/applicationId');
   ctx.events.publish({ kind: 'application', applicationId });
 }

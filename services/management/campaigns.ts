@@ -1,12 +1,12 @@
-import { badRequest, notFound } from '../shared/index.js';
-import { foldCampaignStats } from '../store/index.js';
-import { compact, iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { AppError, badRequest, notFound } from '../shared/index.js';
+import { foldCampaignStats, type Queryable } from '../store/index.js';
+import { compact, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface CampaignBody {
   name: string;
   description?: string;
-  startTime?: string;
-  endTime?: string;
+  startTime?: string | null;
+  endTime?: string | null;
   attributes?: Record<string, unknown>;
   state?: 'enabled' | 'disabled' | 'archived';
   activeRulesetId?: number;
@@ -51,8 +51,8 @@ export function campaignView(r: Record<string, unknown>): Record<string, unknown
   });
 }
 
-function checkWindow(body: CampaignBody): void {
-  if (body.startTime && body.endTime && new Date(body.endTime) <= new Date(body.startTime)) {
+function checkWindow(window: { startTime?: string | null; endTime?: string | null }): void {
+  if (window.startTime && window.endTime && new Date(window.endTime) <= new Date(window.startTime)) {
     throw badRequest('`endTime` must be after `startTime`', '/endTime');
   }
 }
@@ -102,13 +102,90 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
   return campaignView(row!);
 }
 
-export async function listCampaigns(ctx: ManagementContext, principal: Principal, applicationId: number, query: ListQuery) {
-  await requireApplication(ctx.db, principal, applicationId, 'read');
+export const campaignListStates = ['draft', 'scheduled', 'running', 'expired', 'disabled', 'archived'] as const;
+export type CampaignListState = (typeof campaignListStates)[number];
+
+export interface CampaignListQuery extends ListQuery {
+  campaignState?: CampaignListState;
+  name?: string;
+  tags?: string;
+  createdBefore?: string;
+  createdAfter?: string;
+  campaignGroupId?: number;
+}
+
+/**
+ * The list state of a campaign (addendum), `$now` being the parameter holding the current time.
+ * Exactly one applies, first match wins: what the user set (archived, disabled) says more than
+ * the missing ruleset (draft), and a campaign without a ruleset is a draft whatever its window;
+ * then the window decides (expired, scheduled, running), with the bounds the evaluation uses
+ * (running while startTime <= now < endTime).
+ */
+const listStateSql = (now: string) => `CASE
+    WHEN state = 'archived' THEN 'archived'
+    WHEN state = 'disabled' THEN 'disabled'
+    WHEN active_ruleset_id IS NULL THEN 'draft'
+    WHEN end_time IS NOT NULL AND end_time <= ${now}::timestamptz THEN 'expired'
+    WHEN start_time IS NOT NULL AND start_time > ${now}::timestamptz THEN 'scheduled'
+    ELSE 'running' END`;
+
+const campaignSortable = {
+  id: 'id',
+  name: 'name',
+  created: 'created',
+  updated: 'updated',
+  state: 'state',
+  startTime: 'start_time',
+  endTime: 'end_time',
+};
+
+/** `FROM campaigns WHERE ...` of a campaign list with the spec's filters, every value a parameter. */
+function campaignFilters(ctx: ManagementContext, applicationId: number, query: CampaignListQuery, extra: { attributes?: Record<string, unknown> } = {}) {
+  const params: unknown[] = [applicationId];
+  const param = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where = ['application_id = $1'];
+  if (query.campaignState) where.push(`${listStateSql(param(ctx.clock.now().toISOString()))} = ${param(query.campaignState)}`);
+  // The spec: `tags` is OR-ed with `name`; either alone filters by itself.
+  const byName = query.name !== undefined ? `strpos(lower(name), lower(${param(query.name)})) > 0` : undefined;
+  const byTag =
+    query.tags !== undefined ? `EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t WHERE lower(t) = lower(${param(query.tags)}))` : undefined;
+  if (byName && byTag) where.push(`(${byName} OR ${byTag})`);
+  else if (byName ?? byTag) where.push((byName ?? byTag)!);
+  if (query.createdBefore) where.push(`created < ${param(query.createdBefore)}::timestamptz`);
+  if (query.createdAfter) where.push(`created > ${param(query.createdAfter)}::timestamptz`);
+  if (query.campaignGroupId !== undefined) where.push(`campaign_groups @> to_jsonb(${param(query.campaignGroupId)}::int)`);
+  // Each given key must hold exactly the given value: containment (@>) alone would also match a
+  // part of a nested object or list.
+  if (extra.attributes) {
+    where.push(`NOT EXISTS (SELECT 1 FROM jsonb_each(${param(JSON.stringify(extra.attributes))}::jsonb) q WHERE attributes -> q.key IS DISTINCT FROM q.value)`);
+  }
+  return { from: `FROM campaigns WHERE ${where.join(' AND ')}`, params };
+}
+
+async function campaignList(ctx: ManagementContext, applicationId: number, query: CampaignListQuery, extra: { attributes?: Record<string, unknown> } = {}) {
   await foldCampaignStats(ctx.db, applicationId);
-  const { clause } = paging(query, { id: 'id', name: 'name', created: 'created', updated: 'updated', state: 'state' });
-  const rows = await ctx.db.query(`SELECT * FROM campaigns WHERE application_id = $1 ${clause}`, [applicationId]);
-  const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM campaigns WHERE application_id = $1`, [applicationId]);
-  return { totalResultSize: count!.n, data: rows.map(campaignView) };
+  const { from, params } = campaignFilters(ctx, applicationId, query, extra);
+  return listPage(ctx.db, { from, params, query, sortable: campaignSortable, withTotal: true }, campaignView);
+}
+
+export async function listCampaigns(ctx: ManagementContext, principal: Principal, applicationId: number, query: CampaignListQuery) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  return campaignList(ctx, applicationId, query);
+}
+
+/** campaigns_search: campaigns whose attributes hold every given key with exactly that value (jsonb containment). */
+export async function searchCampaigns(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  query: CampaignListQuery,
+  body: { attributes: Record<string, unknown> },
+) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  return campaignList(ctx, applicationId, query, { attributes: body.attributes });
 }
 
 export async function requireCampaign(ctx: ManagementContext, applicationId: number, campaignId: number): Promise<Record<string, unknown>> {
@@ -125,8 +202,12 @@ export async function getCampaign(ctx: ManagementContext, principal: Principal, 
 
 export async function updateCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: CampaignBody) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
-  checkWindow(body);
+  const current = await requireCampaign(ctx, applicationId, campaignId);
+  // A PUT that leaves out the window keeps it (a backoffice renaming or disabling a campaign must
+  // not unschedule it); null removes a bound. The window checked is the one that will be stored.
+  const startTime = 'startTime' in body ? (body.startTime ?? null) : (iso(current.start_time) ?? null);
+  const endTime = 'endTime' in body ? (body.endTime ?? null) : (iso(current.end_time) ?? null);
+  checkWindow({ startTime, endTime });
   if (body.activeRulesetId !== undefined) await checkRulesetOfCampaign(ctx, campaignId, body.activeRulesetId);
   const [row] = await ctx.db.query(
     `UPDATE campaigns SET name = $3, description = COALESCE($4, description), start_time = $5, end_time = $6,
@@ -134,15 +215,16 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
        features = COALESCE($10::jsonb, features), coupon_settings = COALESCE($11::jsonb, coupon_settings),
        referral_settings = COALESCE($12::jsonb, referral_settings), limits = COALESCE($13::jsonb, limits),
        active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16,
-       reevaluate_on_return = COALESCE($17, reevaluate_on_return)
+       reevaluate_on_return = COALESCE($17, reevaluate_on_return),
+       campaign_groups = CASE WHEN $18::boolean THEN $19::jsonb ELSE campaign_groups END
      WHERE id = $1 AND application_id = $2 RETURNING *`,
     [
       campaignId,
       applicationId,
       body.name,
       body.description ?? null,
-      body.startTime ?? null,
-      body.endTime ?? null,
+      startTime,
+      endTime,
       body.attributes ? JSON.stringify(body.attributes) : null,
       body.state ?? null,
       body.tags ? JSON.stringify(body.tags) : null,
@@ -154,10 +236,85 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
       await userName(ctx, principal),
       ctx.clock.now().toISOString(),
       body.reevaluateOnReturn ?? null,
+      'campaignGroups' in body,
+      body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
     ],
   );
   ctx.events.publish({ kind: 'campaigns', applicationId });
   return campaignView(row!);
+}
+
+export interface CampaignCopyBody {
+  applicationIds: number[];
+  name?: string;
+}
+
+/** requireApplication for an Application named in a body, so the error points at the body item. */
+async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<void> {
+  try {
+    await requireApplication(db, principal, applicationId, 'write');
+  } catch (e) {
+    if (!(e instanceof AppError)) throw e;
+    throw new AppError(e.kind, e.message, [{ title: e.errors[0]?.title ?? e.message, details: e.message, source: { pointer } }]);
+  }
+}
+
+/**
+ * Copies a campaign into other Applications (or its own), with its active ruleset activated in
+ * each copy. All copies are made in one transaction, after every target was checked, so a target
+ * the caller may not write leaves nothing behind. Statistics start at zero and campaign groups are
+ * not copied: both belong to the source Application.
+ */
+export async function copyCampaignToApplications(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  campaignId: number,
+  body: CampaignCopyBody,
+) {
+  await requireApplication(ctx.db, principal, applicationId, 'read');
+  const source = await requireCampaign(ctx, applicationId, campaignId);
+  for (const [i, target] of body.applicationIds.entries()) await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+  const [ruleset] = source.active_ruleset_id
+    ? await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [source.active_ruleset_id, campaignId])
+    : [];
+  const by = await userName(ctx, principal);
+  const now = ctx.clock.now().toISOString();
+  const copies = await ctx.db.transaction(async (tx) => {
+    // A target deleted since it was checked would otherwise surface as a foreign-key error.
+    const held = await tx.query(`SELECT id FROM applications WHERE id = ANY($1::int[]) FOR KEY SHARE`, [body.applicationIds]);
+    if (held.length !== body.applicationIds.length) {
+      const gone = body.applicationIds.findIndex((id) => !held.some((h) => h.id === id));
+      throw notFound('Application', `/applicationIds/${gone}`);
+    }
+    const out: Record<string, unknown>[] = [];
+    for (const target of body.applicationIds) {
+      const [copy] = await tx.query(
+        `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
+           coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated, reevaluate_on_return)
+         SELECT $2, $3, COALESCE($4, name), description, start_time, end_time, attributes, state, tags, features,
+           coupon_settings, referral_settings, limits, NULL, $5, $5, $6, $6, reevaluate_on_return
+           FROM campaigns WHERE id = $1
+         RETURNING *`,
+        [campaignId, target, principal.userId, body.name ?? null, by, now],
+      );
+      // Deleted since it was read: nothing is copied.
+      if (!copy) throw notFound('Campaign', '/campaignId');
+      let row = copy;
+      if (ruleset) {
+        const [rs] = await tx.query<{ id: number }>(
+          `INSERT INTO rulesets (campaign_id, user_id, rules, bindings, rb_version, activated_at, created)
+           VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $6) RETURNING id`,
+          [row.id, principal.userId, JSON.stringify(ruleset.rules), JSON.stringify(ruleset.bindings), ruleset.rb_version, now],
+        );
+        row = (await tx.query(`UPDATE campaigns SET active_ruleset_id = $2 WHERE id = $1 RETURNING *`, [row.id, rs!.id]))[0]!;
+      }
+      out.push(row);
+    }
+    return out;
+  });
+  for (const target of new Set(body.applicationIds)) ctx.events.publish({ kind: 'campaigns', applicationId: target });
+  return { totalResultSize: copies.length, data: copies.map(campaignView) };
 }
 
 export async function deleteCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number): Promise<void> {

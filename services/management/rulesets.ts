@@ -1,7 +1,7 @@
 import { checkRuleset, type RulesetSpec } from '../engine/index.js';
 import { AppError, notFound } from '../shared/index.js';
 import { requireCampaign } from './campaigns.js';
-import { compact, iso, paging, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { compact, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface RulesetBody extends RulesetSpec {
   rbVersion?: string;
@@ -22,10 +22,8 @@ function rulesetView(r: Record<string, unknown>, activeRulesetId: number | null)
   });
 }
 
-/** Creates a ruleset after compiling it: a ruleset that does not compile is refused here, never at request time. */
-export async function createRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: RulesetBody) {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
+/** Refuses a ruleset that does not compile: compile errors are found here, never at request time. */
+function requireCompiles(body: RulesetBody): void {
   const issues = checkRuleset({ rules: body.rules, bindings: body.bindings });
   if (issues.length > 0) {
     throw new AppError(
@@ -38,6 +36,12 @@ export async function createRuleset(ctx: ManagementContext, principal: Principal
       })),
     );
   }
+}
+
+export async function createRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: RulesetBody) {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  requireCompiles(body);
   const now = ctx.clock.now().toISOString();
   const result = await ctx.db.transaction(async (tx) => {
     const [row] = await tx.query(
@@ -57,11 +61,18 @@ export async function createRuleset(ctx: ManagementContext, principal: Principal
 export async function listRulesets(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, query: ListQuery) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
   const campaign = await requireCampaign(ctx, applicationId, campaignId);
-  const { clause } = paging(query, { id: 'id', created: 'created' });
-  const rows = await ctx.db.query(`SELECT * FROM rulesets WHERE campaign_id = $1 ${clause}`, [campaignId]);
-  const [count] = await ctx.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM rulesets WHERE campaign_id = $1`, [campaignId]);
   const active = (campaign.active_ruleset_id as number | null) ?? null;
-  return { totalResultSize: count!.n, data: rows.map((r) => rulesetView(r, active)) };
+  return listPage(
+    ctx.db,
+    {
+      from: `FROM rulesets WHERE campaign_id = $1`,
+      params: [campaignId],
+      query,
+      sortable: { id: 'id', created: 'created', activatedAt: 'activated_at' },
+      withTotal: true,
+    },
+    (r) => rulesetView(r, active),
+  );
 }
 
 export async function getRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, rulesetId: number) {
@@ -70,4 +81,58 @@ export async function getRuleset(ctx: ManagementContext, principal: Principal, a
   const [row] = await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [rulesetId, campaignId]);
   if (!row) throw notFound('Ruleset', '/rulesetId');
   return rulesetView(row, (campaign.active_ruleset_id as number | null) ?? null);
+}
+
+/**
+ * Replaces a ruleset's rules and bindings (compile-checked like a new one). `activate: true` makes
+ * it the campaign's active ruleset, `activate: false` deactivates it if it is the active one (the
+ * campaign becomes a draft), no `activate` leaves the activation alone. The campaign row is locked
+ * so that a racing activation of another ruleset cannot be undone by a stale read.
+ */
+export async function updateRuleset(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  campaignId: number,
+  rulesetId: number,
+  body: RulesetBody,
+) {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  requireCompiles(body);
+  const now = ctx.clock.now().toISOString();
+  const { row, active } = await ctx.db.transaction(async (tx) => {
+    const [campaign] = await tx.query<{ active_ruleset_id: number | null }>(
+      `SELECT active_ruleset_id FROM campaigns WHERE id = $1 AND application_id = $2 FOR UPDATE`,
+      [campaignId, applicationId],
+    );
+    if (!campaign) throw notFound('Campaign', '/campaignId');
+    const [updated] = await tx.query(
+      `UPDATE rulesets SET rules = $3::jsonb, bindings = $4::jsonb, rb_version = COALESCE($5, rb_version),
+         activated_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE activated_at END
+        WHERE id = $1 AND campaign_id = $2 RETURNING *`,
+      [rulesetId, campaignId, JSON.stringify(body.rules), JSON.stringify(body.bindings), body.rbVersion ?? null, body.activate === true, now],
+    );
+    if (!updated) throw notFound('Ruleset', '/rulesetId');
+    let activeId = campaign.active_ruleset_id;
+    if (body.activate === true) activeId = rulesetId;
+    else if (body.activate === false && activeId === rulesetId) activeId = null;
+    await tx.query(`UPDATE campaigns SET active_ruleset_id = $2, updated = $3 WHERE id = $1`, [campaignId, activeId, now]);
+    return { row: updated, active: activeId };
+  });
+  ctx.events.publish({ kind: 'campaigns', applicationId });
+  return rulesetView(row, active);
+}
+
+/** Deletes a ruleset; when it was the active one the campaign is left without one (draft). */
+export async function deleteRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, rulesetId: number): Promise<void> {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  const now = ctx.clock.now().toISOString();
+  await ctx.db.transaction(async (tx) => {
+    const rows = await tx.query(`DELETE FROM rulesets WHERE id = $1 AND campaign_id = $2 RETURNING id`, [rulesetId, campaignId]);
+    if (rows.length === 0) throw notFound('Ruleset', '/rulesetId');
+    await tx.query(`UPDATE campaigns SET active_ruleset_id = NULL, updated = $2 WHERE id = $1 AND active_ruleset_id = $3`, [campaignId, now, rulesetId]);
+  });
+  ctx.events.publish({ kind: 'campaigns', applicationId });
 }

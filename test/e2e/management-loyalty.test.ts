@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManagementClient, login, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { hashPassword } from '../../services/management/passwords.js';
-import { addDuration, loyaltyProgramsOfApplication } from '../../services/management/index.js';
+import { addDuration } from '../../services/management/index.js';
 import { newApplication } from '../helpers/fixtures.js';
 import { startTestNode, TestClock, type TestNode } from '../helpers/node.js';
 
@@ -137,9 +137,11 @@ describe('Management API: loyalty programs and ledgers', () => {
       expect(updated).not.toHaveProperty('usersPerCardLimit');
       expect(unwrap(await t.admin.GET('/v1/loyalty_programs/{programID}', { params: { path: { programID: created.id } } }))).toEqual(updated);
 
-      // The Application view's loyaltyPrograms (wired at merge) come from here.
-      expect((await loyaltyProgramsOfApplication(t.node.db, appA)).map((p) => p.id)).toContain(created.id);
-      expect((await loyaltyProgramsOfApplication(t.node.db, appB)).map((p) => p.id)).not.toContain(created.id);
+      // The Applications show the programs they are subscribed to.
+      const programsOf = async (applicationId: number) =>
+        (unwrap(await t.admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId } } })).loyaltyPrograms as Array<{ id: number }>).map((p) => p.id);
+      expect(await programsOf(appA)).toContain(created.id);
+      expect(await programsOf(appB)).not.toContain(created.id);
     });
 
     it('refuses bad input with pointers', async () => {
