@@ -368,8 +368,31 @@ export const listCoupons = (ctx: ManagementContext, principal: Principal, applic
 export const listCouponsWithoutTotal = (ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, query: CouponListQuery) =>
   listCouponsPage(ctx, principal, applicationId, campaignId, query, false);
 
-/** DELETE .../coupons: the campaign's coupons matching the list filters (every one without a filter). */
+const FILTERS: ReadonlySet<string> = new Set<keyof CouponFilters>([
+  'value',
+  'exactMatch',
+  'createdBefore',
+  'createdAfter',
+  'startsAfter',
+  'startsBefore',
+  'expiresAfter',
+  'expiresBefore',
+  'valid',
+  'batchId',
+  'usable',
+  'referralId',
+  'recipientIntegrationId',
+]);
+
+/**
+ * DELETE .../coupons: the campaign's coupons matching the list filters (every one without a
+ * filter). A query parameter that is no filter is refused: a misspelt filter would otherwise be
+ * ignored and delete every coupon of the campaign.
+ */
 export async function deleteCoupons(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, filters: CouponFilters): Promise<number> {
+  for (const name of Object.keys(filters)) {
+    if (!FILTERS.has(name)) throw badRequest(`Unknown filter ${JSON.stringify(name)}; filters: ${[...FILTERS].join(', ')}`, `/query/${name}`);
+  }
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   const w = couponConditions(applicationId, campaignId, filters, ctx.clock.now().toISOString());
