@@ -86,7 +86,9 @@ function checkDates(startDate: string | undefined, expiryDate: string | null | u
  * POST .../campaigns/{campaignId}/coupons: one batch of `numberOfCoupons` new codes, all or none
  * (one transaction). Codes are drawn in JS from crypto randomness without repeating within the
  * request, inserted set-based with ON CONFLICT DO NOTHING, and only the codes already taken in
- * the Application are drawn again.
+ * the Application are drawn again. The campaign must be the Application's; it need not list the
+ * `coupons` feature: the spec does not make that a condition, and sessions accept the coupons of
+ * any campaign that is not disabled or archived.
  */
 export async function createCoupons(
   ctx: ManagementContext,
