@@ -3,7 +3,6 @@ import type { ManagementClient } from '../../sdk/index.js';
 import { anonymousClient, pointers, strangerAdmin, userWithScopes, type Err } from '../helpers/coupon-management.js';
 import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { hoursFromNow } from '../helpers/promotions.js';
-import { postgresUp } from '../helpers/services.js';
 
 const REFERRALS = '/v1/applications/{applicationId}/campaigns/{campaignId}/referrals' as const;
 const NO_TOTAL = '/v1/applications/{applicationId}/campaigns/{campaignId}/referrals/no_total' as const;
@@ -11,8 +10,9 @@ const ONE = '/v1/applications/{applicationId}/campaigns/{campaignId}/referrals/{
 
 type Where = { applicationId: number; campaignId: number };
 
-// Postgres rather than PGlite: a fresh PGlite database costs seconds, a schema on the server much less.
-describe.skipIf(!postgresUp)('Management API: referrals', () => {
+// On PGlite, the embedded default: the coupon tests run on Postgres, so this file also checks that
+// coupon creation (advisory lock, set-based inserts, rollback) works on the embedded database.
+describe('Management API: referrals', () => {
   let t: TestNode;
   let stranger: ManagementClient;
   let shop: ShopSetup;
@@ -30,7 +30,7 @@ describe.skipIf(!postgresUp)('Management API: referrals', () => {
   };
 
   beforeAll(async () => {
-    t = await startTestNode('postgres');
+    t = await startTestNode('pglite');
     stranger = await strangerAdmin(t);
     shop = await setupShop(t.url, t.admin);
     where = { applicationId: shop.applicationId, campaignId: shop.campaignId };
@@ -181,5 +181,22 @@ describe.skipIf(!postgresUp)('Management API: referrals', () => {
     const crossed = await t.admin.GET(REFERRALS, { params: { path: { applicationId: otherShop.applicationId, campaignId: where.campaignId } } });
     expect(crossed.response.status).toBe(404);
     expect(pointers(crossed.error as Err)).toContain('/campaignId');
+  });
+
+  it('creates, lists and deletes coupons on the embedded database too, all or nothing', async () => {
+    const COUPONS = '/v1/applications/{applicationId}/campaigns/{campaignId}/coupons' as const;
+    const body = { usageLimit: 1, validCharacters: ['A', 'B'], couponPattern: 'E###', numberOfCoupons: 6 };
+    const made = await t.admin.POST(COUPONS, { params: { path: where }, body });
+    expect(made.response.status).toBe(200);
+    expect(made.data!.data.map((c) => c.value).every((v) => /^E[AB]{3}$/.test(v))).toBe(true);
+    // 2 codes left: a request for 3 fails whole.
+    const over = await t.admin.POST(COUPONS, { params: { path: where }, body: { ...body, numberOfCoupons: 3 } });
+    expect(over.response.status).toBe(400);
+    expect(pointers(over.error as Err)).toEqual(['/couponPattern']);
+    const listed = unwrap(await t.admin.GET(COUPONS, { params: { path: where, query: { value: 'e', sort: 'value' } } }));
+    expect(listed.totalResultSize).toBe(6);
+    expect(listed.data.map((c) => c.value)).toEqual(made.data!.data.map((c) => c.value).sort());
+    expect((await t.admin.DELETE(COUPONS, { params: { path: where } })).response.status).toBe(204);
+    expect(unwrap(await t.admin.GET(COUPONS, { params: { path: where } })).totalResultSize).toBe(0);
   });
 });
