@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { badRequest, notFound, randomToken } from '../shared/index.js';
 import { couponView, normalizeCode, type Queryable } from '../store/index.js';
 import { requireCampaign } from './campaigns.js';
+import { Conditions, FOLDED, foldCode, usability, validity, type Validity } from './code-filters.js';
 import { listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface NewCouponsBody {
@@ -39,7 +40,7 @@ export interface CouponFilters {
   startsBefore?: string;
   expiresAfter?: string;
   expiresBefore?: string;
-  valid?: 'expired' | 'validNow' | 'validFuture';
+  valid?: Validity;
   batchId?: string;
   usable?: boolean;
   referralId?: number;
@@ -265,47 +266,10 @@ class RandomSource {
   }
 }
 
-/** `WHERE` conditions with their parameters, numbered after the ones already there. */
-export class Conditions {
-  readonly parts: string[] = [];
-  constructor(readonly params: unknown[]) {}
-  /** The placeholder of a new parameter. */
-  p(value: unknown): string {
-    this.params.push(value);
-    return `$${this.params.length}`;
-  }
-  add(sql: string): void {
-    this.parts.push(sql);
-  }
-  get sql(): string {
-    return this.parts.map((s) => ` AND ${s}`).join('');
-  }
-}
-
-/** Codes compared the spec's way: case-insensitive, and only letters and digits count. */
-export const foldCode = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]/g, '');
-export const FOLDED = (column: string) => `regexp_replace(lower(${column}), '[^a-z0-9]', '', 'g')`;
-
-/** The `valid` filter: expired, valid now, or valid only in the future (start date ahead). */
-export function validity(w: Conditions, valid: CouponFilters['valid'], now: string): void {
-  if (!valid) return;
-  const t = `${w.p(now)}::timestamptz`;
-  if (valid === 'expired') w.add(`expiry_date IS NOT NULL AND expiry_date <= ${t}`);
-  else if (valid === 'validNow') w.add(`(start_date IS NULL OR start_date <= ${t}) AND (expiry_date IS NULL OR expiry_date > ${t})`);
-  else w.add(`start_date > ${t} AND (expiry_date IS NULL OR expiry_date > ${t})`);
-}
-
-/** `usable`: true = uses left (usageCounter below usageLimit, or no limit); false = the limit is reached. */
-export function usability(w: Conditions, usable: boolean | undefined): void {
-  if (usable === true) w.add(`(usage_limit = 0 OR usage_counter < usage_limit)`);
-  else if (usable === false) w.add(`usage_limit > 0 AND usage_counter >= usage_limit`);
-}
-
 function couponConditions(applicationId: number, campaignId: number, f: CouponFilters, now: string): Conditions {
   const w = new Conditions([applicationId, campaignId]);
   if (f.value !== undefined) {
     if (f.exactMatch) w.add(`lower(value) = lower(${w.p(f.value)})`);
-    // After folding no LIKE wildcard (% or _) is left in the pattern.
     else w.add(`${FOLDED('value')} LIKE ${w.p(`%${foldCode(f.value)}%`)}`);
   }
   if (f.createdBefore) w.add(`created < ${w.p(f.createdBefore)}::timestamptz`);

@@ -3,14 +3,14 @@
 import { notFound } from '../shared/index.js';
 import { referralView } from '../store/index.js';
 import { requireCampaign } from './campaigns.js';
-import { Conditions, FOLDED, foldCode, usability, validity, type CouponFilters } from './coupons.js';
+import { Conditions, FOLDED, foldCode, usability, validity, type Validity } from './code-filters.js';
 import { listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface ReferralListQuery extends ListQuery {
   code?: string;
   createdBefore?: string;
   createdAfter?: string;
-  valid?: CouponFilters['valid'];
+  valid?: Validity;
   usable?: boolean;
   advocate?: string;
 }
@@ -37,7 +37,6 @@ async function listReferralsPage(
   await requireApplication(ctx.db, principal, applicationId, 'read');
   await requireCampaign(ctx, applicationId, campaignId);
   const w = new Conditions([applicationId, campaignId]);
-  // After folding no LIKE wildcard (% or _) is left in the pattern.
   if (query.code !== undefined) w.add(`${FOLDED('code')} LIKE ${w.p(`%${foldCode(query.code)}%`)}`);
   if (query.createdBefore) w.add(`created < ${w.p(query.createdBefore)}::timestamptz`);
   if (query.createdAfter) w.add(`created > ${w.p(query.createdAfter)}::timestamptz`);
