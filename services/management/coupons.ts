@@ -77,6 +77,21 @@ const SORTABLE = {
 /** A time the spec reads as "no time": zero (Go's zero time, year 1) or negative means "never expires". */
 const noTime = (t: string): boolean => !(Date.parse(t) > 0);
 
+/**
+ * The Application's `attributesSettings.mandatory.coupons`: attributes every coupon must carry.
+ * A missing one is refused like a missing body property, on its would-be pointer.
+ */
+function checkMandatory(app: Record<string, unknown>, attributes: Record<string, unknown> | undefined): void {
+  const settings = app.attributes_settings as { mandatory?: { coupons?: unknown } } | null | undefined;
+  const names = settings?.mandatory?.coupons;
+  if (!Array.isArray(names)) return;
+  for (const name of names) {
+    if (typeof name === 'string' && attributes?.[name] === undefined) {
+      throw badRequest(`The Application requires the coupon attribute ${JSON.stringify(name)}`, `/attributes/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    }
+  }
+}
+
 function checkDates(startDate: string | undefined, expiryDate: string | null | undefined): void {
   if (startDate && expiryDate && Date.parse(expiryDate) <= Date.parse(startDate)) {
     throw badRequest('`expiryDate` must be after `startDate`', '/expiryDate');
@@ -118,6 +133,7 @@ export async function createCoupons(
   }
   const expiryDate = body.expiryDate === undefined || noTime(body.expiryDate) ? null : body.expiryDate;
   checkDates(body.startDate, expiryDate);
+  checkMandatory(app, body.attributes);
 
   const batchId = randomToken(9);
   const now = ctx.clock.now().toISOString();
@@ -377,10 +393,12 @@ export async function updateCouponBatch(
   campaignId: number,
   body: CouponBatchUpdate,
 ): Promise<Record<string, never>> {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   const expiry = body.expiryDate === undefined ? undefined : noTime(body.expiryDate) ? null : body.expiryDate;
   checkDates(body.startDate, expiry);
+  // New attributes replace the old ones whole: they must hold the mandatory ones too.
+  if (body.attributes) checkMandatory(app, body.attributes);
   await ctx.db.transaction(async (tx: Queryable) => {
     const rows = await tx.query<{ bad: boolean }>(
       `UPDATE coupons SET

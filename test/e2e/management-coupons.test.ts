@@ -160,6 +160,21 @@ describe.skipIf(!postgresUp)('Management API: coupons', () => {
       expect((await list(where)).totalResultSize).toBe(0);
     });
 
+    it("requires the Application's mandatory coupon attributes on create and batch update", async () => {
+      const where = await place({ attributesSettings: { mandatory: { campaigns: [], coupons: ['channel'] } } });
+      const without = await create(where, batch({ attributes: { other: 1 } }));
+      expect(without.response.status).toBe(400);
+      expect(pointers(without.error as Err)).toEqual(['/attributes/channel']);
+      const made = unwrap(await create(where, batch({ attributes: { channel: 'mail' } })));
+      const batchID = made.data[0]!.batchId!;
+      const dropped = await t.admin.PUT(COUPONS, { params: { path: where }, body: { batchID, attributes: { other: 2 } } });
+      expect(dropped.response.status).toBe(400);
+      expect(pointers(dropped.error as Err)).toEqual(['/attributes/channel']);
+      // Other changes leave the attributes as they are.
+      unwrap(await t.admin.PUT(COUPONS, { params: { path: where }, body: { batchID, usageLimit: 4 } }));
+      expect((await list(where)).data.map((c) => [c.usageLimit, c.attributes])).toEqual(made.data.map(() => [4, { channel: 'mail' }]));
+    });
+
     it('leaves nothing behind when the pattern runs out of free codes halfway', async () => {
       const where = await place();
       const small = { validCharacters: ['A', 'B'], couponPattern: 'X###' };
