@@ -230,6 +230,105 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/coupons": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get: operations["getCoupons"];
+        /** Update every coupon of a batch of the campaign */
+        put: operations["updateCouponBatch"];
+        /** Create coupons (one batch; codes from couponPattern, unique in the Application) */
+        post: operations["createCoupons"];
+        /** Delete the campaign's coupons that match the filters (all of them without a filter) */
+        delete: operations["deleteCoupons"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/coupons/no_total": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get: operations["getCouponsWithoutTotalCount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/referrals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get: operations["getReferrals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/referrals/no_total": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get: operations["getReferralsWithoutTotalCount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/referrals/{referralId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                referralId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["deleteReferral"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/loyalty_programs": {
         parameters: {
             query?: never;
@@ -686,6 +785,84 @@ export interface components {
             applicationIds: number[];
             /** @description Name of the copies (default the campaign's name). */
             name?: string;
+        };
+        CouponFields: {
+            /** @description Redemptions allowed; 0 means no limit. */
+            usageLimit?: number;
+            /** @description Total discount the code may give; 0 means no limit. */
+            discountLimit?: number;
+            /** Format: date-time */
+            startDate?: string;
+            /**
+             * Format: date-time
+             * @description A zero or negative time means the coupon never expires.
+             */
+            expiryDate?: string;
+            attributes?: {
+                [key: string]: unknown;
+            };
+        };
+        NewCoupons: components["schemas"]["CouponFields"] & {
+            /** @description The characters a `#` of the pattern may become. */
+            validCharacters: string[];
+            /** @description Each `#` is replaced by a random character of validCharacters. */
+            couponPattern: string;
+            /** @description At most 20,000 without uniquePrefix, 200,000 with it. */
+            numberOfCoupons: number;
+            /** @description Prepended to every code. */
+            uniquePrefix?: string;
+            /** @description Only this profile may redeem the coupons. */
+            recipientIntegrationId?: string;
+        };
+        UpdateCouponBatch: components["schemas"]["CouponFields"] & {
+            batchID: string;
+        };
+        Coupon: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            campaignId: number;
+            value: string;
+            usageLimit: number;
+            discountLimit?: number;
+            reservationLimit?: number;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            limits?: components["schemas"]["Limit"][];
+            usageCounter: number;
+            discountCounter?: number;
+            discountRemainder?: number;
+            reservationCounter?: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            referralId?: number;
+            recipientIntegrationId?: string;
+            importId?: number;
+            reservation?: boolean;
+            batchId?: string;
+            isReservationMandatory?: boolean;
+        };
+        Referral: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            campaignId: number;
+            advocateProfileIntegrationId: string;
+            friendProfileIntegrationId?: string;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            code: string;
+            usageCounter: number;
+            usageLimit: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            batchId?: string;
         };
         /** @description A positive whole number (at most 6 digits) followed by one unit letter: s seconds, m minutes, h hours, D days, W weeks, M calendar months, Y calendar years (e.g. 40m, 1h, 30D, 1Y). Letters are case-sensitive (m is minutes, M months). */
         Duration: string;
@@ -1614,6 +1791,337 @@ export interface operations {
                         data: components["schemas"]["Campaign"][];
                     };
                 };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getCoupons: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Case-insensitive substring of the code; characters other than A-Z, a-z, 0-9 are ignored on both sides. */
+                value?: string;
+                /** @description With `value`: the whole code must match (case-insensitive). */
+                exactMatch?: boolean;
+                createdBefore?: string;
+                createdAfter?: string;
+                startsAfter?: string;
+                startsBefore?: string;
+                /** @description Coupons that never expire are included. */
+                expiresAfter?: string;
+                expiresBefore?: string;
+                valid?: "expired" | "validNow" | "validFuture";
+                batchId?: string;
+                /** @description `true`: usageCounter below usageLimit (or no limit); `false`: the limit is reached. */
+                usable?: boolean;
+                referralId?: number;
+                recipientIntegrationId?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Coupons of the campaign */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Coupon"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateCouponBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateCouponBatch"];
+            };
+        };
+        responses: {
+            /** @description Updated */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    createCoupons: {
+        parameters: {
+            query?: {
+                /** @description `yes` answers 204 without the coupons; otherwise up to 1000 of them are listed. */
+                silent?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewCoupons"];
+            };
+        };
+        responses: {
+            /** @description The batch's first coupons (up to 1000); totalResultSize is -1 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Coupon"][];
+                    };
+                };
+            };
+            /** @description Created (silent) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    deleteCoupons: {
+        parameters: {
+            query?: {
+                /** @description Case-insensitive substring of the code; characters other than A-Z, a-z, 0-9 are ignored on both sides. */
+                value?: string;
+                /** @description With `value`: the whole code must match (case-insensitive). */
+                exactMatch?: boolean;
+                createdBefore?: string;
+                createdAfter?: string;
+                startsAfter?: string;
+                startsBefore?: string;
+                /** @description Coupons that never expire are included. */
+                expiresAfter?: string;
+                expiresBefore?: string;
+                valid?: "expired" | "validNow" | "validFuture";
+                batchId?: string;
+                usable?: boolean;
+                referralId?: number;
+                recipientIntegrationId?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getCouponsWithoutTotalCount: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Case-insensitive substring of the code; characters other than A-Z, a-z, 0-9 are ignored on both sides. */
+                value?: string;
+                /** @description With `value`: the whole code must match (case-insensitive). */
+                exactMatch?: boolean;
+                createdBefore?: string;
+                createdAfter?: string;
+                startsAfter?: string;
+                startsBefore?: string;
+                /** @description Coupons that never expire are included. */
+                expiresAfter?: string;
+                expiresBefore?: string;
+                valid?: "expired" | "validNow" | "validFuture";
+                batchId?: string;
+                usable?: boolean;
+                referralId?: number;
+                recipientIntegrationId?: string;
+                /** @description Only when the campaign is in this state (addendum "Campaign list states"). */
+                campaignState?: "enabled" | "disabled" | "archived" | "draft" | "scheduled" | "running" | "expired";
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Coupons of the campaign */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        data: components["schemas"]["Coupon"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getReferrals: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Case-insensitive substring of the code; characters other than A-Z, a-z, 0-9 are ignored on both sides. */
+                code?: string;
+                createdBefore?: string;
+                createdAfter?: string;
+                valid?: "expired" | "validNow" | "validFuture";
+                usable?: boolean;
+                /** @description The advocate's profile integration ID. */
+                advocate?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Referrals of the campaign */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Referral"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getReferralsWithoutTotalCount: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Case-insensitive substring of the code; characters other than A-Z, a-z, 0-9 are ignored on both sides. */
+                code?: string;
+                createdBefore?: string;
+                createdAfter?: string;
+                valid?: "expired" | "validNow" | "validFuture";
+                usable?: boolean;
+                /** @description The advocate's profile integration ID. */
+                advocate?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Referrals of the campaign */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        data: components["schemas"]["Referral"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteReferral: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                referralId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];

@@ -58,6 +58,25 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       return noContent();
     },
     // ---- handlers B: coupons and referrals (issue 5; keep this marker) ----
+    createCoupons: async ({ principal, params, query, body }) => {
+      const out = await m.createCoupons(ctx, who(principal), params.applicationId, params.campaignId, body, query.silent === 'yes');
+      return out ? ok(out) : noContent();
+    },
+    updateCouponBatch: async ({ principal, params, body }) => ok(await m.updateCouponBatch(ctx, who(principal), params.applicationId, params.campaignId, body)),
+    getCoupons: async ({ principal, params, query }) => ok(await m.listCoupons(ctx, who(principal), params.applicationId, params.campaignId, query)),
+    getCouponsWithoutTotalCount: async ({ principal, params, query }) =>
+      ok(await m.listCouponsWithoutTotal(ctx, who(principal), params.applicationId, params.campaignId, query)),
+    deleteCoupons: async ({ principal, params, query }) => {
+      await m.deleteCoupons(ctx, who(principal), params.applicationId, params.campaignId, query);
+      return noContent();
+    },
+    getReferrals: async ({ principal, params, query }) => ok(await m.listReferrals(ctx, who(principal), params.applicationId, params.campaignId, query)),
+    getReferralsWithoutTotalCount: async ({ principal, params, query }) =>
+      ok(await m.listReferralsWithoutTotal(ctx, who(principal), params.applicationId, params.campaignId, query)),
+    deleteReferral: async ({ principal, params }) => {
+      await m.deleteReferral(ctx, who(principal), params.applicationId, params.campaignId, params.referralId);
+      return noContent();
+    },
     // ---- handlers C: loyalty programs and ledgers (issue 5; keep this marker) ----
     getLoyaltyPrograms: async ({ principal, query }) => ok(await m.listLoyaltyPrograms(ctx, who(principal), query)),
     createLoyaltyProgram: async ({ principal, body }) => created(await m.createLoyaltyProgram(ctx, who(principal), body)),

@@ -5,7 +5,7 @@
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import { couponView, referralView, type Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 
@@ -375,48 +375,5 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
   return remaining;
 }
 
-const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : String(v));
-
-export function couponView(r: Record<string, unknown>): Record<string, unknown> {
-  const discountLimit = Number(r.discount_limit);
-  return {
-    id: Number(r.id),
-    created: iso(r.created),
-    campaignId: r.campaign_id,
-    value: r.value,
-    usageLimit: r.usage_limit,
-    ...(discountLimit > 0 ? { discountLimit } : {}),
-    reservationLimit: r.reservation_limit,
-    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
-    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
-    limits: r.limits,
-    usageCounter: r.usage_counter,
-    discountCounter: Number(r.discount_counter),
-    discountRemainder: discountLimit > 0 ? addExact(discountLimit, -Number(r.discount_counter)) : undefined,
-    reservationCounter: r.reservation_counter,
-    attributes: r.attributes,
-    ...(r.referral_id ? { referralId: Number(r.referral_id) } : {}),
-    recipientIntegrationId: r.recipient_integration_id || undefined,
-    ...(r.import_id ? { importId: r.import_id } : {}),
-    reservation: r.reservation,
-    batchId: r.batch_id || undefined,
-    isReservationMandatory: r.is_reservation_mandatory,
-  };
-}
-
-export function referralView(r: Record<string, unknown>): Record<string, unknown> {
-  return {
-    id: Number(r.id),
-    created: iso(r.created),
-    campaignId: r.campaign_id,
-    advocateProfileIntegrationId: r.advocate_profile_integration_id,
-    ...(r.friend_profile_integration_id ? { friendProfileIntegrationId: r.friend_profile_integration_id } : {}),
-    ...(r.start_date ? { startDate: iso(r.start_date) } : {}),
-    ...(r.expiry_date ? { expiryDate: iso(r.expiry_date) } : {}),
-    code: r.code,
-    usageCounter: r.usage_counter,
-    usageLimit: r.usage_limit,
-    attributes: r.attributes,
-    ...(r.batch_id ? { batchId: r.batch_id } : {}),
-  };
-}
+// The views moved to the store so that the Management API shows coupons and referrals the same way.
+export { couponView, referralView };

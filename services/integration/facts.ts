@@ -2,7 +2,7 @@
 // coupons and referral that the session names, and what is left of each limit in play for this
 // session's period and entities. Loaded in as few round trips as the session needs.
 import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../engine/index.js';
-import type { Queryable } from '../store/index.js';
+import { normalizeCode, type Queryable } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
 
 /** One counter row of limit_counters that a limit in play reads and a commit increments. */
@@ -27,12 +27,8 @@ export interface LoadedFacts {
 
 const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : String(v));
 
-/** The code as the Application's caseSensitivity stores it. */
-export function normalizeCode(app: Pick<ApplicationSettings, 'caseSensitivity'>, code: string): string {
-  if (app.caseSensitivity === 'insensitive-uppercase') return code.toUpperCase();
-  if (app.caseSensitivity === 'insensitive-lowercase') return code.toLowerCase();
-  return code;
-}
+// Lives in the store: the Management API creates coupons under the same rule.
+export { normalizeCode };
 
 export function couponFactOf(r: Record<string, unknown>, code?: string): CouponFact {
   const discountLimit = Number(r.discount_limit);

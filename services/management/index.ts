@@ -10,6 +10,8 @@ export * from './rulesets.js';
 export * from './attributes.js';
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----
 // ---- exports B: coupons and referrals (issue 5; keep this marker) ----
+export * from './coupons.js';
+export * from './referrals.js';
 // ---- exports C: loyalty programs and ledgers (issue 5; keep this marker) ----
 export * from './loyalty.js';
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----

@@ -14,3 +14,4 @@ export function openDb(options: DbOptions): Promise<Db> {
   return options.databaseUrl ? createPostgresDb(options.databaseUrl, options) : createPgliteDb(options);
 }
 export { foldCampaignStats } from './campaign-stats.js';
+export { couponView, normalizeCode, referralView } from './coupons.js';
