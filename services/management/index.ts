@@ -12,5 +12,7 @@ export * from './attributes.js';
 // ---- exports B: coupons and referrals (issue 5; keep this marker) ----
 // ---- exports C: loyalty programs and ledgers (issue 5; keep this marker) ----
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
+export * from './webhooks.js';
+export * from './customer-sessions.js';
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
