@@ -429,6 +429,104 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/attributes/{attributeId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeId: number;
+            };
+            cookie?: never;
+        };
+        /** Get one of the account's custom attributes */
+        get: operations["getAttribute"];
+        /** Change an attribute's title (the only field an update may change; admins only) */
+        put: operations["updateAttribute"];
+        post?: never;
+        /** Delete an attribute and destroy its data: the key goes from the attributes of every stored row of its entity in the account (admins only) */
+        delete: operations["deleteAttribute"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the webhooks the caller may see */
+        get: operations["getWebhooks"];
+        put?: never;
+        /** Define a rule-triggered webhook for some of the account's Applications */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhookId: number;
+            };
+            cookie?: never;
+        };
+        get: operations["getWebhook"];
+        /** Replace a webhook (write access to its Applications, old and new, is needed) */
+        put: operations["updateWebhook"];
+        post?: never;
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        /** List an Application's customer sessions (read-only backoffice view) */
+        get: operations["getApplicationSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/sessions/{sessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                /** @description The session's numeric ID (not its integration ID). */
+                sessionId: number;
+            };
+            cookie?: never;
+        };
+        /** One session of an Application with its effects */
+        get: operations["getApplicationSession"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -951,6 +1049,93 @@ export interface components {
             subLedgers: {
                 [key: string]: components["schemas"]["LoyaltySubLedger"];
             };
+        };
+        /** @description Only the title of an attribute may change; any other field is refused. */
+        UpdateAttribute: {
+            title: string;
+        };
+        WebhookParam: {
+            /** @description The name templates use as `${$<title>}`. */
+            title: string;
+            /** @enum {string} */
+            type: "string" | "number" | "boolean" | "time";
+            description?: string;
+            ui?: {
+                [key: string]: unknown;
+            };
+        };
+        WebhookFields: {
+            applicationIds?: number[];
+            title?: string;
+            /** @enum {string} */
+            verb?: "POST" | "PUT" | "GET" | "DELETE" | "PATCH";
+            /** @description An http or https URL; may contain templates. */
+            url?: string;
+            /** @description Header lines such as "Content-Type: application/json". */
+            headers?: string[];
+            params?: components["schemas"]["WebhookParam"][];
+            /** @description Body template; may reference `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}` and declared parameters as `${$<param>}`. */
+            payload?: string;
+            enabled?: boolean;
+        };
+        NewWebhook: components["schemas"]["WebhookFields"] & unknown;
+        Webhook: components["schemas"]["WebhookFields"] & {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            /** @description IDs of the campaigns whose active ruleset triggers this webhook. */
+            usedAt: string[];
+        };
+        ApplicationSession: {
+            id: number;
+            integrationId: string;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            updated: string;
+            /** Format: date-time */
+            closedAt?: string;
+            applicationId: number;
+            profileId: string;
+            storeIntegrationId?: string;
+            couponCodes?: string[];
+            referralCode?: string;
+            loyaltyCards?: string[];
+            identifiers?: string[];
+            /** @enum {string} */
+            state: "open" | "closed" | "cancelled" | "partially_returned";
+            cartItems: {
+                [key: string]: unknown;
+            }[];
+            additionalCosts?: {
+                [key: string]: unknown;
+            };
+            attributes?: {
+                [key: string]: unknown;
+            };
+            firstSession?: boolean;
+            total: number;
+            cartItemTotal: number;
+            additionalCostTotal: number;
+            updateCount: number;
+        };
+        SessionEffect: {
+            campaignId: number;
+            rulesetId: number;
+            ruleIndex: number;
+            ruleName: string;
+            effectType: string;
+            props: {
+                [key: string]: unknown;
+            };
+        };
+        ApplicationSessionWithEffects: components["schemas"]["ApplicationSession"] & {
+            /** @description The effects of the session's last evaluation. */
+            effects: components["schemas"]["SessionEffect"][];
+            /** @description The effects made final when the session closed and not rolled back since (empty while open). */
+            committedEffects: components["schemas"]["SessionEffect"][];
         };
         /** @description `{"role":"admin"}`, or per-Application access `{"applications":{"<id>":"read"|"write"}}`. */
         Policy: {
@@ -2327,6 +2512,291 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getAttribute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attribute */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attribute"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateAttribute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateAttribute"];
+            };
+        };
+        responses: {
+            /** @description The attribute */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attribute"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteAttribute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted with its data */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getWebhooks: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Comma-separated Application IDs; only webhooks attached to any of them. */
+                applicationIds?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Webhooks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Webhook"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWebhook"];
+            };
+        };
+        responses: {
+            /** @description The webhook */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWebhook"];
+            };
+        };
+        responses: {
+            /** @description The webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getApplicationSessions: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Only sessions of this customer profile (its integration ID). */
+                profile?: string;
+                state?: "open" | "closed" | "cancelled" | "partially_returned";
+                createdBefore?: string;
+                createdAfter?: string;
+                /** @description Only the session with this integration ID. */
+                integrationId?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Sessions (without their effects) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["ApplicationSession"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getApplicationSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                /** @description The session's numeric ID (not its integration ID). */
+                sessionId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplicationSessionWithEffects"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
             404: components["responses"]["Error"];
         };
     };

@@ -92,6 +92,24 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       return { status: 200 };
     },
     // ---- handlers D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
+    getAttribute: async ({ principal, params }) => ok(await m.getAttribute(ctx, who(principal), params.attributeId)),
+    updateAttribute: async ({ principal, params, body }) => ok(await m.updateAttribute(ctx, who(principal), params.attributeId, body)),
+    deleteAttribute: async ({ principal, params }) => {
+      await m.deleteAttribute(ctx, who(principal), params.attributeId);
+      return noContent();
+    },
+    createWebhook: async ({ principal, body }) => created(await m.createWebhook(ctx, who(principal), body)),
+    getWebhooks: async ({ principal, query }) => ok(await m.listWebhooks(ctx, who(principal), query)),
+    getWebhook: async ({ principal, params }) => ok(await m.getWebhook(ctx, who(principal), params.webhookId)),
+    updateWebhook: async ({ principal, params, body }) => ok(await m.updateWebhook(ctx, who(principal), params.webhookId, body)),
+    deleteWebhook: async ({ principal, params }) => {
+      await m.deleteWebhook(ctx, who(principal), params.webhookId);
+      return noContent();
+    },
+    getApplicationSessions: async ({ principal, params, query }) =>
+      ok(await m.listApplicationSessions(ctx, who(principal), params.applicationId, query)),
+    getApplicationSession: async ({ principal, params }) =>
+      ok(await m.getApplicationSession(ctx, who(principal), params.applicationId, params.sessionId)),
     // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
     // ---- handlers F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
     getUsers: async ({ principal, query }) => ok(await m.listUsers(ctx, who(principal), query)),

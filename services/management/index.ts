@@ -15,6 +15,8 @@ export * from './referrals.js';
 // ---- exports C: loyalty programs and ledgers (issue 5; keep this marker) ----
 export * from './loyalty.js';
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
+export * from './webhooks.js';
+export * from './customer-sessions.js';
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
 export * from './users.js';

@@ -3,7 +3,7 @@
 import { createManagementClient, login, type ManagementClient } from '../../sdk/index.js';
 import { hashPassword } from '../../services/management/passwords.js';
 import type { Db } from '../../services/store/index.js';
-import { ADMIN_EMAIL } from './node.js';
+import { ADMIN_EMAIL, type TestNode } from './node.js';
 
 export type ErrorLike = { StatusCode: number; message: string; errors: Array<{ title?: string; source?: { pointer?: string } }> } | undefined;
 export const pointers = (e: ErrorLike): Array<string | undefined> => (e?.errors ?? []).map((x) => x.source?.pointer);
@@ -32,3 +32,21 @@ export async function otherAccount(db: Db, baseUrl: string, email: string): Prom
 }
 
 export const anonymousClient = (baseUrl: string): ManagementClient => createManagementClient({ baseUrl, retries: 0 });
+
+let counter = 0;
+
+async function makeUser(t: TestNode, accountId: number, policy: Record<string, unknown>): Promise<ManagementClient> {
+  const email = `user-${process.pid}-${++counter}-${Math.random().toString(36).slice(2, 8)}@test.local`;
+  return userWithPolicy(t.node.db, t.url, accountId, email, policy);
+}
+
+/** A user of the test admin's account with a generated e-mail, e.g. `{ applications: { "3": "read" } }`. */
+export async function policyUser(t: TestNode, policy: Record<string, unknown>): Promise<ManagementClient> {
+  return makeUser(t, await adminAccountId(t.node.db), policy);
+}
+
+/** The admin of a new, second account: it must never see the first account's data. */
+export async function otherAccountAdmin(t: TestNode): Promise<ManagementClient> {
+  const [account] = await t.node.db.query<{ id: number }>(`INSERT INTO accounts (company_name) VALUES ('Other') RETURNING id`);
+  return makeUser(t, account!.id, { role: 'admin' });
+}

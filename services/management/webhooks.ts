@@ -1,0 +1,251 @@
+// Rule-triggered webhooks (service-spec "Webhook (Management)"): what a `triggerWebhook` effect
+// calls. A webhook belongs to the account and is attached to some of its Applications; a user sees
+// the webhooks of the Applications its policy names and changes one only with write access to
+// every Application it is (or will be) attached to. Delivery is not here (see services/notify).
+import { AppError, badRequest, notFound } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
+import { compact, isAdmin, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+
+export interface WebhookParam {
+  title: string;
+  type: string;
+  description?: string;
+  ui?: Record<string, unknown>;
+}
+
+export interface WebhookBody {
+  applicationIds: number[];
+  title: string;
+  verb: 'POST' | 'PUT' | 'GET' | 'DELETE' | 'PATCH';
+  url: string;
+  headers?: string[];
+  params?: WebhookParam[];
+  payload?: string;
+  enabled?: boolean;
+}
+
+export interface WebhookListQuery extends ListQuery {
+  /** Comma-separated Application IDs (the contract checks the form). */
+  applicationIds?: string;
+}
+
+export function webhookView(r: Record<string, unknown>): Record<string, unknown> {
+  return compact({
+    id: r.id as number,
+    created: iso(r.created),
+    modified: iso(r.modified),
+    applicationIds: (r.application_ids as number[] | null) ?? [],
+    title: r.title as string,
+    verb: r.verb as string,
+    url: r.url as string,
+    headers: r.headers as string[],
+    params: r.params as WebhookParam[],
+    payload: r.payload as string,
+    enabled: r.enabled as boolean,
+    usedAt: (r.used_at as string[] | null) ?? [],
+  });
+}
+
+/**
+ * The webhook's columns with its Applications and `usedAt`: the campaigns (of those Applications)
+ * whose active ruleset has a top-level `["triggerWebhook", <id>, ...]` effect.
+ */
+const select = `w.*,
+  (SELECT COALESCE(jsonb_agg(wa.application_id ORDER BY wa.application_id), '[]'::jsonb)
+     FROM webhook_applications wa WHERE wa.webhook_id = w.id) AS application_ids,
+  (SELECT COALESCE(jsonb_agg(c.id::text ORDER BY c.id), '[]'::jsonb)
+     FROM webhook_applications wa
+     JOIN campaigns c ON c.application_id = wa.application_id
+     JOIN rulesets r ON r.id = c.active_ruleset_id
+    WHERE wa.webhook_id = w.id AND jsonb_typeof(r.rules) = 'array'
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.rules) rule
+                   CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(rule -> 'effects') = 'array' THEN rule -> 'effects' ELSE '[]'::jsonb END) e
+                   WHERE jsonb_typeof(e) = 'array' AND e ->> 0 = 'triggerWebhook' AND e ->> 1 = w.id::text)) AS used_at`;
+
+/** Names a template may use: `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}`, `${$<param>}`. */
+const reference = /^\$(?:(?:Profile|Campaign)\.Attributes\.[A-Za-z][A-Za-z0-9_]*|([A-Za-z_][A-Za-z0-9_]*))$/;
+
+/**
+ * Checks the `${...}` references of a template against the allowed forms and the declared
+ * parameters; returns the template with every reference replaced by `x` (for the URL check).
+ */
+function checkTemplate(template: string, params: ReadonlySet<string>, pointer: string): string {
+  let out = '';
+  let at = 0;
+  for (;;) {
+    const start = template.indexOf('${', at);
+    if (start < 0) return out + template.slice(at);
+    const end = template.indexOf('}', start + 2);
+    if (end < 0) throw badRequest(`Unterminated template reference at character ${start}`, pointer, 'InvalidTemplate');
+    const ref = template.slice(start + 2, end).trim();
+    const m = reference.exec(ref);
+    if (!m) {
+      throw badRequest(
+        `Template reference \${${ref}} is not one of \${$Profile.Attributes.<name>}, \${$Campaign.Attributes.<name>} or \${$<param>}`,
+        pointer,
+        'InvalidTemplate',
+      );
+    }
+    const param = m[1];
+    if (param !== undefined && !params.has(param)) {
+      throw badRequest(`Template reference \${$${param}} names no parameter of this webhook; declare it in params`, pointer, 'UndeclaredParameter');
+    }
+    out += template.slice(at, start) + 'x';
+    at = end + 1;
+  }
+}
+
+function checkBody(body: WebhookBody): void {
+  const params = body.params ?? [];
+  const titles = new Set<string>();
+  params.forEach((p, i) => {
+    if (titles.has(p.title)) throw badRequest(`Parameter ${JSON.stringify(p.title)} is declared twice`, `/params/${i}/title`);
+    titles.add(p.title);
+  });
+  checkTemplate(body.payload ?? '', titles, '/payload');
+  const url = checkTemplate(body.url, titles, '/url');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw badRequest('`url` must be an absolute http or https URL', '/url');
+  }
+  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hostname === '') {
+    throw badRequest('`url` must be an absolute http or https URL', '/url');
+  }
+}
+
+/** Every Application must be the account's and writable by the caller (404 / 403 otherwise). */
+async function requireWritableApplications(db: Queryable, principal: Principal, ids: readonly number[], pointer: (i: number) => string): Promise<void> {
+  for (const [i, id] of ids.entries()) {
+    try {
+      await requireApplication(db, principal, id, 'write');
+    } catch (e) {
+      if (e instanceof AppError && (e.kind === 'not_found' || e.kind === 'permission_denied')) {
+        const what = e.kind === 'not_found' ? `Application ${id} not found` : `This user may not change Application ${id}`;
+        throw new AppError(e.kind, what, [{ title: e.kind === 'not_found' ? 'Not Found' : 'Forbidden', details: what, source: { pointer: pointer(i) } }]);
+      }
+      throw e;
+    }
+  }
+}
+
+/**
+ * The caller already sees the webhook: an attached Application it may not write (or not even see)
+ * is a 403, not a 404.
+ */
+function requireWriteOnAttached(principal: Principal, applicationIds: readonly number[]): void {
+  if (isAdmin(principal)) return;
+  const denied = applicationIds.filter((id) => principal.policy.applications?.[String(id)] !== 'write');
+  if (denied.length > 0) {
+    throw new AppError('permission_denied', 'This user may not change this webhook', [
+      { title: 'Forbidden', details: `write access to Applications ${denied.join(', ')} is required`, source: { parameter: 'webhookId' } },
+    ]);
+  }
+}
+
+/** The Applications of the policy (null: an admin, who sees the whole account). */
+const visibleApplications = (principal: Principal): number[] | null =>
+  isAdmin(principal) ? null : Object.keys(principal.policy.applications ?? {}).map(Number);
+
+/** A webhook the caller may see (404 otherwise, also for another account's). */
+async function requireWebhook(db: Queryable, principal: Principal, webhookId: number, lock = false): Promise<Record<string, unknown>> {
+  const [row] = await db.query(
+    `SELECT ${select} FROM webhooks w
+      WHERE w.id = $1 AND w.account_id = $2
+        AND ($3::int[] IS NULL OR EXISTS (SELECT 1 FROM webhook_applications v WHERE v.webhook_id = w.id AND v.application_id = ANY($3::int[])))
+      ${lock ? 'FOR UPDATE OF w' : ''}`,
+    [webhookId, principal.accountId, visibleApplications(principal)],
+  );
+  if (!row) throw notFound('Webhook', '/webhookId');
+  return row;
+}
+
+/** Configuration of these Applications changed (their evaluation snapshots hold webhook names). */
+function announce(ctx: ManagementContext, applicationIds: Iterable<number>): void {
+  for (const applicationId of new Set(applicationIds)) ctx.events.publish({ kind: 'application', applicationId });
+}
+
+/** POST /v1/webhooks */
+export async function createWebhook(ctx: ManagementContext, principal: Principal, body: WebhookBody): Promise<Record<string, unknown>> {
+  checkBody(body);
+  const now = ctx.clock.now().toISOString();
+  const row = await ctx.db.transaction(async (tx) => {
+    await requireWritableApplications(tx, principal, body.applicationIds, (i) => `/applicationIds/${i}`);
+    const [w] = await tx.query<{ id: number }>(
+      `INSERT INTO webhooks (account_id, title, verb, url, headers, params, payload, enabled, created, modified)
+       VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $9) RETURNING id`,
+      [principal.accountId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now],
+    );
+    await attach(tx, w!.id, body.applicationIds);
+    return requireWebhook(tx, principal, w!.id);
+  });
+  announce(ctx, body.applicationIds);
+  return webhookView(row);
+}
+
+async function attach(db: Queryable, webhookId: number, applicationIds: readonly number[]): Promise<void> {
+  await db.query(
+    `INSERT INTO webhook_applications (webhook_id, application_id) SELECT $1, a FROM unnest($2::int[]) AS a ON CONFLICT DO NOTHING`,
+    [webhookId, [...applicationIds]],
+  );
+}
+
+/** GET /v1/webhooks: with `applicationIds`, only webhooks attached to any of them. */
+export async function listWebhooks(ctx: ManagementContext, principal: Principal, query: WebhookListQuery) {
+  const wanted = query.applicationIds ? query.applicationIds.split(',').map(Number) : null;
+  if (wanted?.some((id) => !Number.isSafeInteger(id) || id > 2_147_483_647)) throw badRequest('`applicationIds` holds an ID out of range', '/query/applicationIds');
+  return listPage(
+    ctx.db,
+    {
+      select,
+      from: `FROM webhooks w
+        WHERE w.account_id = $1
+          AND ($2::int[] IS NULL OR EXISTS (SELECT 1 FROM webhook_applications f WHERE f.webhook_id = w.id AND f.application_id = ANY($2::int[])))
+          AND ($3::int[] IS NULL OR EXISTS (SELECT 1 FROM webhook_applications v WHERE v.webhook_id = w.id AND v.application_id = ANY($3::int[])))`,
+      params: [principal.accountId, wanted, visibleApplications(principal)],
+      query,
+      sortable: { id: 'w.id', title: 'w.title', created: 'w.created', modified: 'w.modified' },
+      withTotal: true,
+    },
+    webhookView,
+  );
+}
+
+/** GET /v1/webhooks/{webhookId} */
+export async function getWebhook(ctx: ManagementContext, principal: Principal, webhookId: number): Promise<Record<string, unknown>> {
+  return webhookView(await requireWebhook(ctx.db, principal, webhookId));
+}
+
+/** PUT /v1/webhooks/{webhookId}: replaces the webhook; its Applications, old and new, must be writable. */
+export async function updateWebhook(ctx: ManagementContext, principal: Principal, webhookId: number, body: WebhookBody): Promise<Record<string, unknown>> {
+  checkBody(body);
+  const now = ctx.clock.now().toISOString();
+  const { row, before } = await ctx.db.transaction(async (tx) => {
+    const current = await requireWebhook(tx, principal, webhookId, true);
+    const before = (current.application_ids as number[] | null) ?? [];
+    requireWriteOnAttached(principal, before);
+    await requireWritableApplications(tx, principal, body.applicationIds, (i) => `/applicationIds/${i}`);
+    await tx.query(
+      `UPDATE webhooks SET title = $2, verb = $3, url = $4, headers = $5::jsonb, params = $6::jsonb, payload = $7, enabled = $8, modified = $9 WHERE id = $1`,
+      [webhookId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now],
+    );
+    await tx.query(`DELETE FROM webhook_applications WHERE webhook_id = $1 AND application_id <> ALL($2::int[])`, [webhookId, [...body.applicationIds]]);
+    await attach(tx, webhookId, body.applicationIds);
+    return { row: await requireWebhook(tx, principal, webhookId), before };
+  });
+  announce(ctx, [...before, ...body.applicationIds]);
+  return webhookView(row);
+}
+
+/** DELETE /v1/webhooks/{webhookId}: write access to every Application of the webhook is needed. */
+export async function deleteWebhook(ctx: ManagementContext, principal: Principal, webhookId: number): Promise<void> {
+  const before = await ctx.db.transaction(async (tx) => {
+    const current = await requireWebhook(tx, principal, webhookId, true);
+    const before = (current.application_ids as number[] | null) ?? [];
+    requireWriteOnAttached(principal, before);
+    await tx.query(`DELETE FROM webhooks WHERE id = $1`, [webhookId]);
+    return before;
+  });
+  announce(ctx, before);
+}
