@@ -1,5 +1,5 @@
 import { badRequest, notFound, randomToken } from '../shared/index.js';
-import { loyaltyProgramsOfApplication } from './loyalty.js';
+import { loyaltyProgramsOfApplication, loyaltyProgramsOfApplications } from './loyalty.js';
 import type { Queryable } from '../store/index.js';
 import { compact, iso, isAdmin, listPage, requireAdmin, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
@@ -107,7 +107,8 @@ export async function listApplications(ctx: ManagementContext, principal: Princi
     },
     (row) => row,
   );
-  const data = await Promise.all(page.data.map((row) => viewWithPrograms(ctx.db, row)));
+  const programs = await loyaltyProgramsOfApplications(ctx.db, page.data.map((row) => row.id as number));
+  const data = page.data.map((row) => applicationView(row, programs.get(row.id as number) ?? []));
   return { ...page, data };
 }
 

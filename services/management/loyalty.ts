@@ -93,12 +93,24 @@ export function loyaltyProgramView(r: Record<string, unknown>): Record<string, u
 
 /** The programs an Application subscribes to (the Application view's `loyaltyPrograms`). */
 export async function loyaltyProgramsOfApplication(db: Queryable, applicationId: number): Promise<Record<string, unknown>[]> {
+  return (await loyaltyProgramsOfApplications(db, [applicationId])).get(applicationId) ?? [];
+}
+
+/** The programs of several Applications in one query (a page of Applications), by Application id. */
+export async function loyaltyProgramsOfApplications(db: Queryable, applicationIds: readonly number[]): Promise<Map<number, Record<string, unknown>[]>> {
+  const out = new Map<number, Record<string, unknown>[]>();
+  if (applicationIds.length === 0) return out;
   const rows = await db.query(
-    `SELECT ${programSelect} FROM loyalty_programs
-     WHERE id IN (SELECT program_id FROM loyalty_program_applications WHERE application_id = $1) ORDER BY id`,
-    [applicationId],
+    `SELECT s.application_id AS for_application, p.* FROM (SELECT ${programSelect} FROM loyalty_programs) p
+       JOIN loyalty_program_applications s ON s.program_id = p.id
+      WHERE s.application_id = ANY($1::int[]) ORDER BY p.id`,
+    [applicationIds],
   );
-  return rows.map(loyaltyProgramView);
+  for (const { for_application, ...row } of rows) {
+    const id = Number(for_application);
+    out.set(id, [...(out.get(id) ?? []), loyaltyProgramView(row)]);
+  }
+  return out;
 }
 
 async function findProgram(db: Queryable, principal: Principal, programId: number, lock = false): Promise<Record<string, unknown>> {

@@ -142,6 +142,9 @@ describe('Management API: loyalty programs and ledgers', () => {
         (unwrap(await t.admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId } } })).loyaltyPrograms as Array<{ id: number }>).map((p) => p.id);
       expect(await programsOf(appA)).toContain(created.id);
       expect(await programsOf(appB)).not.toContain(created.id);
+      const listed = unwrap(await t.admin.GET('/v1/applications')).data as unknown as Array<{ id: number; loyaltyPrograms: Array<{ id: number }> }>;
+      expect(listed.find((a) => a.id === appA)!.loyaltyPrograms.map((p) => p.id)).toContain(created.id);
+      expect(listed.find((a) => a.id === appB)!.loyaltyPrograms.map((p) => p.id)).not.toContain(created.id);
     });
 
     it('refuses bad input with pointers', async () => {
