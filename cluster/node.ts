@@ -7,7 +7,14 @@ import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimit
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
 import { EventService, ProfileService, ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
-import { ApiKeyResolver, bootstrapAdmin, type BootstrapResult, type ManagementContext } from '../services/management/index.js';
+import {
+  AccessLogWriter,
+  ApiKeyResolver,
+  bootstrapAdmin,
+  type AccessLogWriterOptions,
+  type BootstrapResult,
+  type ManagementContext,
+} from '../services/management/index.js';
 import {
   createLocalConfigEvents,
   createLogger,
@@ -62,6 +69,8 @@ export interface NodeOptions {
   rateLimit?: RateLimitOptions;
   /** How often appended campaign statistics are folded into the campaigns (default 1000 ms). */
   statsFoldMs?: number;
+  /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
+  accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
 }
@@ -224,6 +233,9 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       }
       return { ready: Object.values(checks).every(Boolean), checks };
     };
+    // Closed after the HTTP server (cleanups run in reverse): the last requests' entries are written.
+    const accessLog = options.accessLog === false ? undefined : new AccessLogWriter({ db, logger, ...options.accessLog });
+    if (accessLog) cleanups.push(() => accessLog.close());
     const { app } = createEdgeApp({
       port: router,
       management,
@@ -231,11 +243,14 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       readiness,
       logger,
       rateLimit: rateLimiter,
+      accessLog,
       gauges: {
         actorQueueDepth: () => actors.queueDepth,
         actorActive: () => actors.activeCount,
         poolUtilization: () => evaluator.utilization?.() ?? 0,
         ownedShards: () => shardMap.ownedShards().length,
+        accessLogQueued: () => accessLog?.stats().queued ?? 0,
+        accessLogDropped: () => accessLog?.stats().dropped ?? 0,
       },
     });
     const server: Server = createServer(app);

@@ -13,4 +13,6 @@ export * from './attributes.js';
 // ---- exports C: loyalty programs and ledgers (issue 5; keep this marker) ----
 // ---- exports D: attributes, webhooks, sessions view (issue 5; keep this marker) ----
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
+export * from './logs.js';
+export * from './access-log-writer.js';
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
