@@ -37,6 +37,8 @@ export interface AccessLogWriterOptions {
   batchSize?: number;
   /** Entries held while the database lags; beyond it the oldest are dropped (default 20 000). */
   maxQueued?: number;
+  /** Payload characters held while the database lags, the same way (default 64 Mi). */
+  maxQueuedChars?: number;
   /** Characters of each payload kept (default 64 KiB); longer ones are cut and marked. */
   maxPayloadChars?: number;
 }
@@ -150,6 +152,8 @@ interface Queued {
   entry: AccessLogEntry;
   request: Kept;
   response: Kept;
+  /** Payload characters (or bytes) held. */
+  size: number;
 }
 
 export class AccessLogWriter implements AccessLogSink {
@@ -158,6 +162,8 @@ export class AccessLogWriter implements AccessLogSink {
   private readonly timer: NodeJS.Timeout;
   private readonly batchSize: number;
   private readonly maxQueued: number;
+  private readonly maxQueuedChars: number;
+  private queuedChars = 0;
   private readonly maxChars: number;
   private written = 0;
   private dropped = 0;
@@ -167,6 +173,7 @@ export class AccessLogWriter implements AccessLogSink {
   constructor(private readonly options: AccessLogWriterOptions) {
     this.batchSize = options.batchSize ?? 500;
     this.maxQueued = options.maxQueued ?? 20_000;
+    this.maxQueuedChars = options.maxQueuedChars ?? 64 * 1024 * 1024;
     this.maxChars = options.maxPayloadChars ?? 64 * 1024;
     this.timer = setInterval(() => void this.flushOnce(), options.flushIntervalMs ?? 250);
     this.timer.unref();
@@ -175,13 +182,16 @@ export class AccessLogWriter implements AccessLogSink {
   write(entry: AccessLogEntry): void {
     if (this.closed) return;
     // Keep only what will be stored: a large body's buffer is not held for a queue's lifetime.
-    const queued: Queued = { entry, request: this.cap(entry.requestPayload), response: this.cap(entry.responsePayload) };
+    const request = this.cap(entry.requestPayload);
+    const response = this.cap(entry.responsePayload);
+    const queued: Queued = { entry, request, response, size: (request.head?.length ?? 0) + (response.head?.length ?? 0) };
     entry.requestPayload = entry.responsePayload = undefined;
-    if (this.queue.length >= this.maxQueued) {
-      this.queue.shift();
+    while (this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedChars + queued.size > this.maxQueuedChars)) {
+      this.queuedChars -= this.queue.shift()!.size;
       this.drop(1);
     }
     this.queue.push(queued);
+    this.queuedChars += queued.size;
     if (this.queue.length >= this.batchSize && !this.flushing) setImmediate(() => void this.flushOnce());
   }
 
@@ -223,6 +233,7 @@ export class AccessLogWriter implements AccessLogSink {
       return Promise.resolve();
     }
     const batch = this.queue.splice(0, this.batchSize);
+    for (const q of batch) this.queuedChars -= q.size;
     this.flushing = this.insert(batch).finally(() => {
       this.flushing = undefined;
       this.reportDrops();

@@ -489,6 +489,15 @@ describe('Management API: access logs and webhook logs', () => {
       expect(warnings.some((w) => w.includes('"dropped":2'))).toBe(true);
     });
 
+    it('also bounds the payload characters it holds', async () => {
+      const fake = fakeDb();
+      const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), batchSize: 1000, maxQueuedChars: 100, flushIntervalMs: 60_000 });
+      for (let n = 1; n <= 5; n++) writer.write(entry(n, { requestPayload: 'x'.repeat(30) }));
+      expect(writer.stats()).toEqual({ queued: 3, written: 0, dropped: 2 });
+      await writer.close();
+      expect(fake.batches.flat().map((r) => Number(r.u.slice(-12)))).toEqual([3, 4, 5]);
+    });
+
     it('writes what is queued when closed, and caps and redacts payloads', async () => {
       const fake = fakeDb();
       const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), flushIntervalMs: 60_000, maxPayloadChars: 40 });
