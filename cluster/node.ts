@@ -8,12 +8,14 @@ import { createEvaluator, type EvaluatorOptions } from '../services/engine/index
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
 import { EventService, ProfileService, ReferralService, SessionService, SnapshotCache } from '../services/integration/index.js';
 import {
+  AccessLogWriter,
   ApiKeyResolver,
   bootstrapAdmin,
   loggedTransport,
   MailDispatcher,
   parseSmtpUrl,
   smtpTransport,
+  type AccessLogWriterOptions,
   type BootstrapResult,
   type MailTransport,
   type ManagementContext,
@@ -84,6 +86,8 @@ export interface NodeOptions {
   mailBackoffMs?: number;
   /** Test hook: a transport used instead of SMTP or the log. */
   mailTransport?: MailTransport;
+  /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
+  accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
 }
@@ -261,6 +265,9 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       }
       return { ready: Object.values(checks).every(Boolean), checks };
     };
+    // Closed after the HTTP server (cleanups run in reverse): the last requests' entries are written.
+    const accessLog = options.accessLog === false ? undefined : new AccessLogWriter({ db, logger, ...options.accessLog });
+    if (accessLog) cleanups.push(() => accessLog.close());
     const { app } = createEdgeApp({
       port: router,
       management,
@@ -268,11 +275,14 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       readiness,
       logger,
       rateLimit: rateLimiter,
+      accessLog,
       gauges: {
         actorQueueDepth: () => actors.queueDepth,
         actorActive: () => actors.activeCount,
         poolUtilization: () => evaluator.utilization?.() ?? 0,
         ownedShards: () => shardMap.ownedShards().length,
+        accessLogQueued: () => accessLog?.stats().queued ?? 0,
+        accessLogDropped: () => accessLog?.stats().dropped ?? 0,
       },
     });
     const server: Server = createServer(app);

@@ -527,6 +527,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/applications/{applicationId}/access_logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        /** The Application's API requests in a time range (newest first by default), with the total */
+        get: operations["getAccessLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/access_logs/no_total": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        /** As getAccessLogs, with `hasMore` instead of the total */
+        get: operations["getAccessLogsWithoutTotalCount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/access_logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** API requests of the whole account in a time range: for an admin every entry (account-level calls included), for other users the entries of the Applications their policy names */
+        get: operations["getAllAccessLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Webhook attempts of the Applications the caller may read (newest first by default) */
+        get: operations["getWebhookLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -1136,6 +1208,46 @@ export interface components {
             effects: components["schemas"]["SessionEffect"][];
             /** @description The effects made final when the session closed and not rolled back since (empty while open). */
             committedEffects: components["schemas"]["SessionEffect"][];
+        };
+        /** @description One API request. Payloads are text, with the values of properties such as password, token, key and secret replaced by "[redacted]", cut after 64 Ki characters (marked "…[truncated …]"). */
+        AccessLogEntry: {
+            /** Format: uuid */
+            uuid: string;
+            status: number;
+            method: string;
+            requestUri: string;
+            /** Format: date-time */
+            time: string;
+            requestPayload: string;
+            responsePayload: string;
+        };
+        /** @description One attempt to call a webhook. */
+        WebhookLogEntry: {
+            id: number;
+            applicationId: number;
+            webhookId: number;
+            campaignId?: number;
+            integrationRequestUuid: string;
+            /** @description What was sent */
+            request: {
+                url?: string;
+                method?: string;
+                headers?: {
+                    [key: string]: string;
+                };
+                body?: string;
+            };
+            /** Format: date-time */
+            requestTime: string;
+            /** @description The answer's body (empty when none came) */
+            response: string;
+            /** Format: date-time */
+            responseTime?: string;
+            /** @description HTTP status of the answer; null when none came */
+            status: number | null;
+            url: string;
+            /** @description 1 for the first attempt */
+            attempt: number;
         };
         /** @description `{"role":"admin"}`, or per-Application access `{"applications":{"<id>":"read"|"write"}}`. */
         Policy: {
@@ -2793,6 +2905,175 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ApplicationSessionWithEffects"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getAccessLogs: {
+        parameters: {
+            query: {
+                /** @description RFC 3339; entries at or after it */
+                rangeStart: string;
+                /** @description RFC 3339; entries at or before it */
+                rangeEnd: string;
+                /** @description Regular expression (POSIX, as Postgres `~`) on the request path */
+                path?: string;
+                /** @description Regular expression on the HTTP method (upper case) */
+                method?: string;
+                /** @description `success` (2xx) or `error` (anything else) */
+                status?: "success" | "error";
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description time (default -time), status, method, requestUri; prefix `-` for descending */
+                sort?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Access log entries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["AccessLogEntry"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getAccessLogsWithoutTotalCount: {
+        parameters: {
+            query: {
+                /** @description RFC 3339; entries at or after it */
+                rangeStart: string;
+                /** @description RFC 3339; entries at or before it */
+                rangeEnd: string;
+                /** @description Regular expression (POSIX, as Postgres `~`) on the request path */
+                path?: string;
+                /** @description Regular expression on the HTTP method (upper case) */
+                method?: string;
+                /** @description `success` (2xx) or `error` (anything else) */
+                status?: "success" | "error";
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description time (default -time), status, method, requestUri; prefix `-` for descending */
+                sort?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Access log entries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        data: components["schemas"]["AccessLogEntry"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getAllAccessLogs: {
+        parameters: {
+            query: {
+                /** @description RFC 3339; entries at or after it */
+                rangeStart: string;
+                /** @description RFC 3339; entries at or before it */
+                rangeEnd: string;
+                /** @description Regular expression (POSIX, as Postgres `~`) on the request path */
+                path?: string;
+                /** @description Regular expression on the HTTP method (upper case) */
+                method?: string;
+                /** @description `success` (2xx) or `error` (anything else) */
+                status?: "success" | "error";
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description time (default -time), status, method, requestUri; prefix `-` for descending */
+                sort?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Access log entries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["AccessLogEntry"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    getWebhookLogs: {
+        parameters: {
+            query?: {
+                webhookId?: number;
+                /** @description An Application the caller may not read is a 404 */
+                applicationId?: number;
+                campaignId?: number;
+                /** @description The Integration API request that caused the attempt */
+                requestUuid?: string;
+                /** @description `success` (2xx) or `error` (anything else, no answer included) */
+                status?: "success" | "error";
+                /** @description Attempts sent before this time */
+                createdBefore?: string;
+                /** @description Attempts sent after this time */
+                createdAfter?: string;
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description requestTime (default -requestTime), id, status, webhookId; prefix `-` for descending */
+                sort?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Webhook log entries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["WebhookLogEntry"][];
+                    };
                 };
             };
             400: components["responses"]["Error"];

@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppRef, IntegrationPort } from '../actors/port.js';
 import {
   ApiKeyResolver,
   authenticateBearer,
+  type AccessLogSink,
   type ManagementContext,
   type Principal,
 } from '../management/index.js';
@@ -34,7 +36,15 @@ export interface EdgeOptions {
    * disables), or a limiter shared with the node's other Integration API entry (gRPC).
    */
   rateLimit?: RateLimitOptions | RateLimiter;
+  /** Receives one entry per API request of a known account (none: requests are not logged). */
+  accessLog?: AccessLogSink;
 }
+
+/**
+ * Requests that carry a password or a one-time token to trade for a session: never logged, not
+ * even redacted (`method path` as in the OpenAPI document).
+ */
+const UNLOGGED = new Set(['post /v1/sessions', 'post /v1/accept_invite', 'post /v1/reset_password']);
 
 /** What a route handler receives: validated input and the authenticated caller. */
 export interface RouteInput {
@@ -86,18 +96,50 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
   });
 
   const raw = express.raw({ type: () => true, limit: options.bodyLimitBytes ?? 10 * 1024 * 1024 });
+  const accessLog = options.accessLog;
   for (const op of loadOperations()) {
     const handler = handlers[op.operationId];
     if (!handler) throw new Error(`no handler for operation ${op.operationId}`);
+    const logged = accessLog !== undefined && !UNLOGGED.has(`${op.method} ${op.path}`);
+    const underApplication = op.path.startsWith('/v1/applications/{applicationId}');
     app[op.method](op.expressPath, raw, async (req: Request, res: Response, next: NextFunction) => {
       const started = process.hrtime.bigint();
+      const input: RouteInput = { params: { ...req.params }, query: { ...(req.query as Record<string, unknown>) }, body: undefined, headers: req.headers };
+      let time: Date | undefined;
+      let responsePayload: unknown;
+      if (logged) {
+        time = options.management.clock.now();
+        // express's res.json serialises once and hands the text to send: keep that text rather
+        // than serialise the body a second time for the log.
+        const send = res.send;
+        res.send = function (this: Response, body?: unknown) {
+          responsePayload = body;
+          return send.call(this, body);
+        } as Response['send'];
+      }
       res.on('finish', () => {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         metrics.requests.inc({ route: op.path, method: op.method, status: String(res.statusCode) });
         metrics.latency.observe({ route: op.path, method: op.method }, seconds);
+        // Only calls whose account is known (authenticated) are logged: there is no one to show the others to.
+        const accountId = input.app?.accountId ?? input.principal?.accountId;
+        if (!logged || accountId === undefined) return;
+        const applicationId = input.app?.applicationId ?? (underApplication ? Number(req.params.applicationId) : undefined);
+        accessLog!.write({
+          uuid: randomUUID(),
+          accountId,
+          applicationId: Number.isSafeInteger(applicationId) ? applicationId : undefined,
+          time: time!,
+          status: res.statusCode,
+          method: req.method,
+          path: req.path,
+          requestUri: req.originalUrl,
+          requestPayload: Buffer.isBuffer(req.body) ? req.body : undefined,
+          responsePayload: typeof responsePayload === 'string' || Buffer.isBuffer(responsePayload) ? responsePayload : undefined,
+        });
       });
       try {
-        const input = await prepare(op, req, options, limiter);
+        await prepare(op, req, input, options, limiter);
         const out = await handler(input);
         if (out.headers) res.set(out.headers);
         if (out.body === undefined) res.status(out.status).end();
@@ -117,8 +159,8 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
   return { app, metrics };
 }
 
-async function prepare(op: Operation, req: Request, options: EdgeOptions, limiter: RateLimiter): Promise<RouteInput> {
-  const input: RouteInput = { params: { ...req.params }, query: { ...(req.query as Record<string, unknown>) }, body: undefined, headers: req.headers };
+/** Fills `input` step by step, so that who called is known even when a later step refuses the call. */
+async function prepare(op: Operation, req: Request, input: RouteInput, options: EdgeOptions, limiter: RateLimiter): Promise<RouteInput> {
   const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
   // Authenticate before anything else is looked at; then the key's rate limit, then the
   // Content-Signature when the caller sent one (it signs the raw body).

@@ -111,6 +111,12 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     getApplicationSession: async ({ principal, params }) =>
       ok(await m.getApplicationSession(ctx, who(principal), params.applicationId, params.sessionId)),
     // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
+    getAccessLogs: async ({ principal, params, query }) =>
+      ok(await m.listApplicationAccessLogs(ctx, who(principal), params.applicationId, query as m.AccessLogQuery)),
+    getAccessLogsWithoutTotalCount: async ({ principal, params, query }) =>
+      ok(await m.listApplicationAccessLogs(ctx, who(principal), params.applicationId, query as m.AccessLogQuery, false)),
+    getAllAccessLogs: async ({ principal, query }) => ok(await m.listAccountAccessLogs(ctx, who(principal), query as m.AccessLogQuery)),
+    getWebhookLogs: async ({ principal, query }) => ok(await m.listWebhookLogs(ctx, who(principal), query)),
     // ---- handlers F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
     getUsers: async ({ principal, query }) => ok(await m.listUsers(ctx, who(principal), query)),
     getUser: async ({ principal, params }) => ok(await m.getUser(ctx, who(principal), params.userId)),

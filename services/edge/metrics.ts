@@ -11,6 +11,8 @@ export interface GaugeSources {
   actorActive?: () => number;
   poolUtilization?: () => number;
   ownedShards?: () => number;
+  accessLogQueued?: () => number;
+  accessLogDropped?: () => number;
 }
 
 /** One registry per node (several nodes may share a process in tests). */
@@ -36,5 +38,7 @@ export function createMetrics(sources: GaugeSources = {}): EdgeMetrics {
   gauge('perkline_actor_active', 'Calls being processed by actors', sources.actorActive);
   gauge('perkline_pool_utilization', 'Rule worker pool utilisation (0..1)', sources.poolUtilization);
   gauge('perkline_owned_shards', 'Shards owned by this node', sources.ownedShards);
+  gauge('perkline_access_log_queued', 'Access log entries waiting to be written', sources.accessLogQueued);
+  gauge('perkline_access_log_dropped', 'Access log entries dropped since start (queue full or batch failed)', sources.accessLogDropped);
   return { registry, requests, latency };
 }

@@ -18,6 +18,8 @@ export * from './loyalty.js';
 export * from './webhooks.js';
 export * from './customer-sessions.js';
 // ---- exports E: access logs and webhook logs (issue 5; keep this marker) ----
+export * from './logs.js';
+export * from './access-log-writer.js';
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
 export * from './users.js';
 export * from './accounts.js';

@@ -1,0 +1,290 @@
+// The access log writer: the edge hands it one entry per API request and it inserts them in
+// batches, so that logging costs a request a few property reads and an array push, never a
+// database round trip. Payloads are turned into text, redacted and capped at flush time, off the
+// request's path. The queue is bounded: when the database cannot keep up the oldest entries are
+// dropped and counted (requests are never held back by their log).
+import type { Logger } from '../shared/index.js';
+import type { Queryable } from '../store/index.js';
+
+/** One request as the edge saw it. Payloads are kept as they came; the writer makes them text. */
+export interface AccessLogEntry {
+  uuid: string;
+  accountId: number;
+  /** The Application of the call (the API key's, or the `{applicationId}` of a Management path). */
+  applicationId?: number | undefined;
+  time: Date;
+  status: number;
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  /** Path with the query string, as requested. */
+  requestUri: string;
+  requestPayload?: Buffer | string | undefined;
+  responsePayload?: Buffer | string | undefined;
+}
+
+/** Where the edge sends entries; `write` never throws and never waits. */
+export interface AccessLogSink {
+  write(entry: AccessLogEntry): void;
+}
+
+export interface AccessLogWriterOptions {
+  db: Queryable;
+  logger: Logger;
+  /** How often queued entries are written (default 250 ms). */
+  flushIntervalMs?: number;
+  /** Entries per INSERT; reaching it flushes at once (default 500). */
+  batchSize?: number;
+  /** Entries held while the database lags; beyond it the oldest are dropped (default 20 000). */
+  maxQueued?: number;
+  /** Payload characters held while the database lags, the same way (default 64 Mi). */
+  maxQueuedChars?: number;
+  /** Characters of each payload kept (default 64 KiB); longer ones are cut and marked. */
+  maxPayloadChars?: number;
+}
+
+export interface AccessLogStats {
+  queued: number;
+  written: number;
+  dropped: number;
+}
+
+/** Property names whose values never reach a log (compared in lower case). */
+const SENSITIVE = new Set(['password', 'newpassword', 'token', 'resettoken', 'invitetoken', 'key', 'secret', 'signingsecret']);
+/**
+ * Cheap pre-check on the raw text: only payloads that may hold a sensitive property are parsed.
+ * A `\u` escape could spell a sensitive name in disguise, so it sends the payload down the full path too.
+ */
+const MAYBE_SENSITIVE = /"(?:password|newpassword|token|resettoken|invitetoken|key|secret|signingsecret)"\s*:|\\u/i;
+export const REDACTED = '[redacted]';
+
+function redactValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redactValue);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = SENSITIVE.has(k.toLowerCase()) ? REDACTED : redactValue(v);
+    return out;
+  }
+  return value;
+}
+
+const decodeName = (raw: string): string => {
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return raw;
+  }
+};
+
+/**
+ * Text that is not JSON (or was cut short): each `"name": value` whose name is sensitive loses
+ * its value. A sensitive object or array value cannot be skipped reliably in broken JSON, so the
+ * rest of the text is withheld.
+ */
+function redactLoose(text: string): string {
+  const property = /"((?:[^"\\]|\\.)*)"(\s*:\s*)/g;
+  let out = '';
+  let from = 0;
+  for (let m = property.exec(text); m; m = property.exec(text)) {
+    if (!SENSITIVE.has(decodeName(m[1]!).toLowerCase())) continue;
+    const valueAt = m.index + m[0].length;
+    out += text.slice(from, valueAt) + `"${REDACTED}"`;
+    const rest = text.slice(valueAt);
+    const scalar = /^(?:"(?:[^"\\]|\\.)*"?|[^,}\]\s{[]*)/.exec(rest)!;
+    if (rest.startsWith('{') || rest.startsWith('[')) return out + ' [rest withheld]';
+    from = valueAt + scalar[0].length;
+    property.lastIndex = from;
+  }
+  return out + text.slice(from);
+}
+
+/** A payload with every sensitive property's value replaced by "[redacted]". */
+export function redactPayload(text: string): string {
+  if (!MAYBE_SENSITIVE.test(text)) return text;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return redactLoose(text);
+  }
+  return JSON.stringify(redactValue(parsed));
+}
+
+interface Row {
+  u: string;
+  c: number;
+  a: number | null;
+  t: string;
+  s: number;
+  m: string;
+  p: string;
+  r: string;
+  q: string;
+  o: string;
+}
+
+// One statement per batch: the rows, the per-account call counts. An Application that is gone
+// (or, defensively, not of the entry's account) leaves the entry account-level instead of failing
+// the batch; an account that is gone drops its entries.
+const INSERT = `
+WITH batch AS (
+  SELECT * FROM json_to_recordset($1::json)
+    AS r(u uuid, c integer, a integer, t timestamptz, s integer, m text, p text, r text, q text, o text)
+), inserted AS (
+  INSERT INTO access_logs (uuid, account_id, application_id, time, status, method, path, request_uri, request_payload, response_payload)
+  SELECT b.u, b.c, (SELECT ap.id FROM applications ap WHERE ap.id = b.a AND ap.account_id = b.c), b.t, b.s, b.m, b.p, b.r, b.q, b.o
+    FROM batch b
+   WHERE EXISTS (SELECT 1 FROM accounts ac WHERE ac.id = b.c)
+  RETURNING account_id
+)
+UPDATE accounts ac SET api_call_count = ac.api_call_count + n.n
+  FROM (SELECT account_id, count(*) AS n FROM inserted GROUP BY account_id) n
+ WHERE ac.id = n.account_id`;
+
+/** A payload as kept in the queue: its first characters, and its full size when it was cut. */
+interface Kept {
+  head: Buffer | string | undefined;
+  /** Set when cut: the original length and its unit. */
+  cut?: string;
+}
+
+interface Queued {
+  entry: AccessLogEntry;
+  request: Kept;
+  response: Kept;
+  /** Payload characters (or bytes) held. */
+  size: number;
+}
+
+export class AccessLogWriter implements AccessLogSink {
+  private queue: Queued[] = [];
+  private flushing: Promise<void> | undefined;
+  private readonly timer: NodeJS.Timeout;
+  private readonly batchSize: number;
+  private readonly maxQueued: number;
+  private readonly maxQueuedChars: number;
+  private queuedChars = 0;
+  private readonly maxChars: number;
+  private written = 0;
+  private dropped = 0;
+  private droppedUnreported = 0;
+  private closed = false;
+
+  constructor(private readonly options: AccessLogWriterOptions) {
+    this.batchSize = options.batchSize ?? 500;
+    this.maxQueued = options.maxQueued ?? 20_000;
+    this.maxQueuedChars = options.maxQueuedChars ?? 64 * 1024 * 1024;
+    this.maxChars = options.maxPayloadChars ?? 64 * 1024;
+    this.timer = setInterval(() => void this.flushOnce(), options.flushIntervalMs ?? 250);
+    this.timer.unref();
+  }
+
+  write(entry: AccessLogEntry): void {
+    if (this.closed) return;
+    // Keep only what will be stored: a large body's buffer is not held for a queue's lifetime.
+    const request = this.cap(entry.requestPayload);
+    const response = this.cap(entry.responsePayload);
+    const queued: Queued = { entry, request, response, size: (request.head?.length ?? 0) + (response.head?.length ?? 0) };
+    entry.requestPayload = entry.responsePayload = undefined;
+    while (this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedChars + queued.size > this.maxQueuedChars)) {
+      this.queuedChars -= this.queue.shift()!.size;
+      this.drop(1);
+    }
+    this.queue.push(queued);
+    this.queuedChars += queued.size;
+    if (this.queue.length >= this.batchSize && !this.flushing) setImmediate(() => void this.flushOnce());
+  }
+
+  stats(): AccessLogStats {
+    return { queued: this.queue.length, written: this.written, dropped: this.dropped };
+  }
+
+  /** Writes everything queued so far (waits for a flush in progress first). */
+  async flush(): Promise<void> {
+    while (this.flushing || this.queue.length > 0) {
+      if (this.flushing) await this.flushing;
+      else await this.flushOnce();
+    }
+  }
+
+  /** Stops the timer and writes what is left: the node's stop, after the HTTP server closed. */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+    this.closed = true;
+  }
+
+  private cap(payload: Buffer | string | undefined): Kept {
+    if (payload === undefined || payload.length <= this.maxChars) return { head: payload };
+    // A copy, so that the whole body is not kept alive by a slice of it.
+    const head = typeof payload === 'string' ? payload.slice(0, this.maxChars) : Buffer.from(payload.subarray(0, this.maxChars));
+    return { head, cut: `${payload.length} ${typeof payload === 'string' ? 'characters' : 'bytes'}` };
+  }
+
+  private drop(n: number): void {
+    this.dropped += n;
+    this.droppedUnreported += n;
+  }
+
+  private flushOnce(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    if (this.queue.length === 0) {
+      this.reportDrops();
+      return Promise.resolve();
+    }
+    const batch = this.queue.splice(0, this.batchSize);
+    for (const q of batch) this.queuedChars -= q.size;
+    this.flushing = this.insert(batch).finally(() => {
+      this.flushing = undefined;
+      this.reportDrops();
+      // More than a batch waiting: keep going rather than wait for the next tick.
+      if (this.queue.length >= this.batchSize && !this.closed) setImmediate(() => void this.flushOnce());
+    });
+    return this.flushing;
+  }
+
+  private async insert(batch: Queued[]): Promise<void> {
+    const rows: Row[] = batch.map(({ entry: e, request, response }) => ({
+      u: e.uuid,
+      c: e.accountId,
+      a: e.applicationId ?? null,
+      t: e.time.toISOString(),
+      s: e.status,
+      m: e.method,
+      p: clean(e.path),
+      r: clean(e.requestUri),
+      q: clean(stored(request)),
+      o: clean(stored(response)),
+    }));
+    const json = JSON.stringify(rows);
+    // One retry: a deadlock with another node's flush over the same accounts is worth a second go.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.options.db.query(INSERT, [json]);
+        this.written += batch.length;
+        return;
+      } catch (e) {
+        if (attempt < 2) continue;
+        this.drop(batch.length);
+        // The error only: a payload could hold what the redaction did not know to hide.
+        this.options.logger.warn('access log batch not written', { entries: batch.length, error: (e as Error).message });
+        return;
+      }
+    }
+  }
+
+  private reportDrops(): void {
+    if (this.droppedUnreported === 0) return;
+    this.options.logger.warn('access log entries dropped', { dropped: this.droppedUnreported, droppedSinceStart: this.dropped });
+    this.droppedUnreported = 0;
+  }
+}
+
+/** The text stored for a payload: redacted first, so that the truncation mark is never taken for data. */
+function stored({ head, cut }: Kept): string {
+  const text = head === undefined ? '' : redactPayload(typeof head === 'string' ? head : head.toString('utf8'));
+  return cut === undefined ? text : `${text}…[truncated; ${cut} in all]`;
+}
+
+/** Postgres text cannot hold NUL. */
+const clean = (s: string): string => (s.includes('\u0000') ? s.replace(/\u0000/g, '') : s);
