@@ -157,6 +157,8 @@ export async function deleteApplication(ctx: ManagementContext, principal: Princ
   const deleted = await ctx.db.transaction(async (tx) => {
     const rows = await tx.query(`DELETE FROM applications WHERE id = $1 RETURNING id`, [applicationId]);
     if (rows.length === 0) return false;
+    // Access logs carry no foreign key (see migration 008): their Application's go here.
+    await tx.query(`DELETE FROM access_logs WHERE application_id = $1`, [applicationId]);
     await tx.query(
       `UPDATE attributes SET subscribed_applications_ids =
           (SELECT coalesce(jsonb_agg(e), '[]'::jsonb) FROM jsonb_array_elements(subscribed_applications_ids) e WHERE e <> to_jsonb($2::int))

@@ -256,7 +256,14 @@ describe('Management API: Applications', () => {
     const [campaignRulesets] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM rulesets WHERE campaign_id = $1`, [shop.campaignId]);
     expect(campaignRulesets!.n).toBe(1);
 
+    // Its access log entries too (they carry no foreign key): wait until some are written.
+    const logged = async (applicationId: number) =>
+      (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM access_logs WHERE application_id = $1`, [applicationId]))[0]!.n;
+    for (let i = 0; i < 100 && (await logged(shop.applicationId)) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await logged(shop.applicationId)).toBeGreaterThan(0);
+
     expect((await t.admin.DELETE('/v1/applications/{applicationId}', at(shop.applicationId))).response.status).toBe(204);
+    expect(await logged(shop.applicationId)).toBe(0);
 
     expect(await counts(shop.applicationId)).toEqual(Object.fromEntries([...tables, 'rulesets'].map((k) => [k, 0])));
     const [orphans] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM rulesets WHERE campaign_id = $1`, [shop.campaignId]);

@@ -4,12 +4,15 @@
 -- Requests logged per account, added by the access log writer at each flush.
 ALTER TABLE accounts ADD COLUMN api_call_count bigint NOT NULL DEFAULT 0;
 
+-- No foreign keys: a checked reference locks the referenced account and Application row for every
+-- logged request (a write per row on the hottest path). The writer inserts only rows whose account
+-- exists and whose Application belongs to it; deleting an Application deletes its entries itself.
 CREATE TABLE access_logs (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   uuid uuid NOT NULL,
-  account_id integer NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+  account_id integer NOT NULL,
   -- NULL for account-level Management calls (and for calls whose Application is gone by the flush).
-  application_id integer REFERENCES applications(id) ON DELETE CASCADE,
+  application_id integer,
   time timestamptz NOT NULL,
   status integer NOT NULL,
   method text NOT NULL,
