@@ -801,6 +801,8 @@ export interface components {
             loyaltyPrograms?: {
                 [key: string]: unknown;
             }[];
+            /** @description Key of the Content-Signature HMAC of legacy v1 calls; shown only to users who may change the Application. */
+            readonly signingSecret?: string;
         };
         ApiKey: {
             id: number;

@@ -27,7 +27,11 @@ function attributesSettingsView(v: unknown): { mandatory: { campaigns: string[];
   return { mandatory: { campaigns: mandatory.campaigns ?? [], coupons: mandatory.coupons ?? [] } };
 }
 
-export function applicationView(r: Record<string, unknown>, loyaltyPrograms: Record<string, unknown>[] = []): Record<string, unknown> {
+/** Whether the caller may change the Application (and so see its signing secret). */
+const mayWrite = (principal: Principal, applicationId: number): boolean =>
+  isAdmin(principal) || principal.policy.applications?.[String(applicationId)] === 'write';
+
+export function applicationView(r: Record<string, unknown>, loyaltyPrograms: Record<string, unknown>[] = [], withSecret = false): Record<string, unknown> {
   return compact({
     id: r.id as number,
     created: iso(r.created),
@@ -45,6 +49,7 @@ export function applicationView(r: Record<string, unknown>, loyaltyPrograms: Rec
     attributesSettings: attributesSettingsView(r.attributes_settings),
     sandbox: r.sandbox as boolean,
     loyaltyPrograms,
+    signingSecret: withSecret ? (r.signing_secret as string) : undefined,
   });
 }
 
@@ -86,11 +91,11 @@ export async function createApplication(ctx: ManagementContext, principal: Princ
       randomToken(32),
     ],
   );
-  return applicationView(row!, await loyaltyProgramsOfApplication(ctx.db, row!.id as number));
+  return applicationView(row!, await loyaltyProgramsOfApplication(ctx.db, row!.id as number), true);
 }
 
-async function viewWithPrograms(db: Queryable, row: Record<string, unknown>): Promise<Record<string, unknown>> {
-  return applicationView(row, await loyaltyProgramsOfApplication(db, row.id as number));
+async function viewWithPrograms(db: Queryable, principal: Principal, row: Record<string, unknown>): Promise<Record<string, unknown>> {
+  return applicationView(row, await loyaltyProgramsOfApplication(db, row.id as number), mayWrite(principal, row.id as number));
 }
 
 export async function listApplications(ctx: ManagementContext, principal: Principal, query: ListQuery) {
@@ -108,12 +113,12 @@ export async function listApplications(ctx: ManagementContext, principal: Princi
     (row) => row,
   );
   const programs = await loyaltyProgramsOfApplications(ctx.db, page.data.map((row) => row.id as number));
-  const data = page.data.map((row) => applicationView(row, programs.get(row.id as number) ?? []));
+  const data = page.data.map((row) => applicationView(row, programs.get(row.id as number) ?? [], mayWrite(principal, row.id as number)));
   return { ...page, data };
 }
 
 export async function getApplication(ctx: ManagementContext, principal: Principal, applicationId: number) {
-  return viewWithPrograms(ctx.db, await requireApplication(ctx.db, principal, applicationId, 'read'));
+  return viewWithPrograms(ctx.db, principal, await requireApplication(ctx.db, principal, applicationId, 'read'));
 }
 
 export async function updateApplication(ctx: ManagementContext, principal: Principal, applicationId: number, body: ApplicationBody) {
@@ -143,7 +148,7 @@ export async function updateApplication(ctx: ManagementContext, principal: Princ
     ],
   );
   ctx.events.publish({ kind: 'application', applicationId });
-  return viewWithPrograms(ctx.db, row!);
+  return viewWithPrograms(ctx.db, principal, row!);
 }
 
 /**

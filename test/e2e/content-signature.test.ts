@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cart } from '../helpers/fixtures.js';
-import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 
 describe('Content-Signature on Integration API calls', () => {
   let t: TestNode;
@@ -29,9 +29,9 @@ describe('Content-Signature on Integration API calls', () => {
     t = await startTestNode('pglite');
     shop = await setupShop(t.url, t.admin);
     other = await setupShop(t.url, t.admin);
-    // The Management API does not show signing secrets; read them where they are stored.
-    const secretOf = async (id: number) =>
-      (await t.node.db.query<{ signing_secret: string }>('SELECT signing_secret FROM applications WHERE id = $1', [id]))[0]!.signing_secret;
+    // The Management API shows an Application's signing secret to those who may change it.
+    const secretOf = async (applicationId: number) =>
+      unwrap(await t.admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId } } })).signingSecret!;
     secret = await secretOf(shop.applicationId);
     otherSecret = await secretOf(other.applicationId);
   });

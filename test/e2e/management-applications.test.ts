@@ -47,6 +47,7 @@ describe('Management API: Applications', () => {
       created: expect.any(String),
       modified: expect.any(String),
       loyaltyPrograms: [],
+      signingSecret: expect.any(String),
     });
     expect(unwrap(await t.admin.GET('/v1/applications/{applicationId}', at(app.id)))).toEqual(app);
 
@@ -167,6 +168,13 @@ describe('Management API: Applications', () => {
     expect(list).toEqual({ totalResultSize: 2, data: [expect.objectContaining({ id: readable.id }), expect.objectContaining({ id: writable.id })] });
 
     expect(unwrap(await user.GET('/v1/applications/{applicationId}', at(readable.id))).name).toBe('Readable');
+    // The signing secret only to those who may change the Application.
+    expect(unwrap(await user.GET('/v1/applications/{applicationId}', at(readable.id)))).not.toHaveProperty('signingSecret');
+    expect(list.data[0]).not.toHaveProperty('signingSecret');
+    const secret = unwrap(await user.GET('/v1/applications/{applicationId}', at(writable.id))).signingSecret;
+    expect(secret).toMatch(/^\S{20,}$/);
+    expect(list.data[1]!.signingSecret).toBe(secret);
+    expect(unwrap(await t.admin.GET('/v1/applications/{applicationId}', at(writable.id))).signingSecret).toBe(secret);
     const put = await user.PUT('/v1/applications/{applicationId}', { ...at(readable.id), body: newApplication({ name: 'Mine now' }) as never });
     expect(put.response.status).toBe(403);
     expect(put.error?.StatusCode).toBe(403);
