@@ -1,0 +1,90 @@
+// Review of the Management API's access control and secrets: each case is a defect that was found
+// by probing the endpoints as another account, a read-only user or a writer of one Application.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unwrap } from '../../sdk/index.js';
+import { newApplication } from '../helpers/fixtures.js';
+import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { addUser, otherAccount, pointers, type TestUser } from '../helpers/users.js';
+
+describe('Management API review: security and access control', () => {
+  let t: TestNode;
+  let accountId: number;
+  let shopA: ShopSetup;
+  let appB: number;
+  let stranger: TestUser & { accountId: number };
+  let reader: TestUser;
+  let writerA: TestUser;
+  let users = 0;
+  const user = (policy: Record<string, unknown>) => addUser(t.node.db, t.url, accountId, `review-${++users}@test.local`, policy);
+
+  beforeAll(async () => {
+    t = await startTestNode('pglite', { accessLog: { flushIntervalMs: 50 } });
+    const [me] = await t.node.db.query<{ account_id: number }>(`SELECT account_id FROM users WHERE email = 'admin@test.local'`);
+    accountId = me!.account_id;
+    shopA = await setupShop(t.url, t.admin);
+    appB = unwrap(await t.admin.POST('/v1/applications', { body: newApplication({ name: 'B' }) as never })).id;
+    stranger = await otherAccount(t.node.db, t.url, 'stranger@test.local');
+    reader = await user({ applications: { [String(shopA.applicationId)]: 'read' } });
+    writerA = await user({ applications: { [String(shopA.applicationId)]: 'write', [String(appB)]: 'read' } });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  describe('every 403 is the error body with a source.pointer', () => {
+    it('a read-only user changing its Application', async () => {
+      const r = await reader.client.PUT('/v1/applications/{applicationId}', {
+        params: { path: { applicationId: shopA.applicationId } },
+        body: newApplication({ name: 'Mine now' }) as never,
+      });
+      expect(r.response.status).toBe(403);
+      expect(r.error?.StatusCode).toBe(403);
+      expect(pointers(r.error)).toEqual(['/applicationId']);
+      // Another account's admin is told nothing: a 404, pointed at the same parameter.
+      const theirs = await stranger.client.PUT('/v1/applications/{applicationId}', {
+        params: { path: { applicationId: shopA.applicationId } },
+        body: newApplication({ name: 'Mine now' }) as never,
+      });
+      expect(theirs.response.status).toBe(404);
+      expect(pointers(theirs.error)).toEqual(['/applicationId']);
+      expect(unwrap(await t.admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: shopA.applicationId } } })).name).not.toBe('Mine now');
+    });
+
+    it('a non-admin doing what only admins may do', async () => {
+      const app = await writerA.client.POST('/v1/applications', { body: newApplication({ name: 'Not allowed' }) as never });
+      expect(app.response.status).toBe(403);
+      expect(pointers(app.error)).toEqual(['/headers/authorization']);
+      const attr = await writerA.client.POST('/v1/attributes', { body: { entity: 'CustomerSession', name: 'nope', type: 'string' } as never });
+      expect(attr.response.status).toBe(403);
+      expect(pointers(attr.error)).toEqual(['/headers/authorization']);
+      const invite = await reader.client.POST('/v1/invites', { body: { email: 'x@test.local', acl: { role: 'admin' } } as never });
+      expect(invite.response.status).toBe(403);
+      expect(pointers(invite.error)).toEqual(['/headers/authorization']);
+    });
+
+    it('a writer of one Application changing a webhook that is also attached to one it only reads', async () => {
+      const w = unwrap(
+        await t.admin.POST('/v1/webhooks', { body: { applicationIds: [shopA.applicationId, appB], title: 'both', verb: 'POST', url: 'https://example.test/h' } }),
+      );
+      const put = await writerA.client.PUT('/v1/webhooks/{webhookId}', {
+        params: { path: { webhookId: w.id } },
+        body: { applicationIds: [shopA.applicationId], title: 'mine', verb: 'POST', url: 'https://example.test/h' },
+      });
+      expect(put.response.status).toBe(403);
+      expect(pointers(put.error)).toEqual(['/webhookId']);
+      const del = await writerA.client.DELETE('/v1/webhooks/{webhookId}', { params: { path: { webhookId: w.id } } });
+      expect(del.response.status).toBe(403);
+      expect(pointers(del.error)).toEqual(['/webhookId']);
+    });
+
+    it('a user without write access to a subscribed Application changing a ledger', async () => {
+      const p = unwrap(await t.admin.POST('/v1/loyalty_programs', { body: { name: 'review', title: 'Review', subscribedApplications: [appB] } }));
+      const r = await writerA.client.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', {
+        params: { path: { programID: p.id, integrationID: 'someone' } },
+        body: { points: 10 },
+      });
+      expect(r.response.status).toBe(403);
+      expect(pointers(r.error)).toEqual(['/programID']);
+    });
+  });
+});
