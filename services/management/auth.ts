@@ -46,6 +46,29 @@ export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
  * upsert, so parallel guesses cannot slip past the limit; a success takes its own count back.
  */
 export async function login(ctx: ManagementContext, email: string, password: string): Promise<{ created: string; token: string; userId: number }> {
+  await countPasswordAttempt(ctx, email, '/email');
+  const [user] = await ctx.db.query<{ id: number; password_hash: string; state: string }>(
+    `SELECT id, password_hash, state FROM users WHERE lower(email) = lower($1)`,
+    [email],
+  );
+  // Verify against a dummy hash when the user is unknown so timing does not reveal which e-mails exist.
+  const ok = await verifyPassword(password, user?.password_hash || DUMMY_HASH);
+  if (!user || !ok || user.state !== 'active') {
+    // Old windows of other e-mails go here, so the table holds only the last 15 minutes.
+    await ctx.db.query(`DELETE FROM login_throttle WHERE window_start <= $1`, [new Date(ctx.clock.now().getTime() - LOGIN_WINDOW_MS).toISOString()]);
+    throw unauthenticated('Invalid e-mail or password', '/password');
+  }
+  await forgivePasswordAttempt(ctx, email);
+  return issueToken(ctx, ctx.db, user.id);
+}
+
+/**
+ * Counts an attempt to prove the password of `email` (a login, or the current password of a
+ * password change) before it is checked, and refuses it with a 429 on `pointer` once more than
+ * LOGIN_FAILURE_LIMIT attempts fell into the window. Every check of a password goes through here,
+ * so that no endpoint is a way around the limit.
+ */
+export async function countPasswordAttempt(ctx: ManagementContext, email: string, pointer: string): Promise<void> {
   const key = email.toLowerCase();
   const now = ctx.clock.now();
   const windowStart = new Date(now.getTime() - LOGIN_WINDOW_MS).toISOString();
@@ -63,24 +86,15 @@ export async function login(ctx: ManagementContext, email: string, password: str
     throw new AppError(
       'too_many_requests',
       'Too many failed logins for this e-mail; try again later',
-      [{ title: 'Too Many Requests', details: `more than ${LOGIN_FAILURE_LIMIT} failed logins within 15 minutes`, source: { pointer: '/email' } }],
+      [{ title: 'Too Many Requests', details: `more than ${LOGIN_FAILURE_LIMIT} failed logins within 15 minutes`, source: { pointer } }],
       retryAfter,
     );
   }
-  const [user] = await ctx.db.query<{ id: number; password_hash: string; state: string }>(
-    `SELECT id, password_hash, state FROM users WHERE lower(email) = lower($1)`,
-    [email],
-  );
-  // Verify against a dummy hash when the user is unknown so timing does not reveal which e-mails exist.
-  const ok = await verifyPassword(password, user?.password_hash || DUMMY_HASH);
-  if (!user || !ok || user.state !== 'active') {
-    // Old windows of other e-mails go here, so the table holds only the last 15 minutes.
-    await ctx.db.query(`DELETE FROM login_throttle WHERE window_start <= $1`, [windowStart]);
-    throw unauthenticated('Invalid e-mail or password', '/password');
-  }
-  // This attempt was counted in advance; it did not fail, so it comes off again.
-  await ctx.db.query(`UPDATE login_throttle SET failures = greatest(failures - 1, 0) WHERE email = $1`, [key]);
-  return issueToken(ctx, ctx.db, user.id);
+}
+
+/** The attempt counted by countPasswordAttempt did not fail, so it comes off again. */
+export async function forgivePasswordAttempt(ctx: ManagementContext, email: string): Promise<void> {
+  await ctx.db.query(`UPDATE login_throttle SET failures = greatest(failures - 1, 0) WHERE email = $1`, [email.toLowerCase()]);
 }
 
 /** A new bearer token for the user (login, accepted invite). */

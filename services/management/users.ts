@@ -6,7 +6,7 @@
 // once, to the admin who created it, and otherwise only travels in the invite mail.
 import { AppError, badRequest, notFound, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { issueToken } from './auth.js';
+import { countPasswordAttempt, forgivePasswordAttempt, issueToken } from './auth.js';
 import {
   compact,
   isAdmin,
@@ -103,7 +103,10 @@ export async function updateUser(ctx: ManagementContext, principal: Principal, u
   if (body.newPassword !== undefined) {
     if (!self) throw forbidden("Only its owner may change a user's password; others use password recovery", '/newPassword');
     if (body.password === undefined) throw badRequest('The current password is required to set a new one', '/password');
+    // Counted as a login of the user's e-mail: a bearer token must not allow unlimited guesses.
+    await countPasswordAttempt(ctx, target.email as string, '/password');
     if (!(await verifyPassword(body.password, target.password_hash as string))) throw unauthenticated('The current password is wrong', '/password');
+    await forgivePasswordAttempt(ctx, target.email as string);
     passwordHash = await hashPassword(body.newPassword);
   }
   if (body.state === 'active' && target.state === 'invited') {

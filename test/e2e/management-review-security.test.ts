@@ -87,4 +87,69 @@ describe('Management API review: security and access control', () => {
       expect(pointers(r.error)).toEqual(['/programID']);
     });
   });
+
+  describe('access logs', () => {
+    const rangeStart = new Date(Date.now() - 3600_000).toISOString();
+    const appLogs = (client: TestUser['client'], applicationId: number) =>
+      client.GET('/v1/applications/{applicationId}/access_logs', {
+        params: { path: { applicationId }, query: { rangeStart, rangeEnd: new Date(Date.now() + 3600_000).toISOString() } as never },
+      });
+    /** Waits until a request with this URI is in the log table (the writer flushes every 50 ms). */
+    const logged = async (uri: string) => {
+      const until = Date.now() + 5000;
+      while ((await t.node.db.query(`SELECT 1 FROM access_logs WHERE request_uri = $1`, [uri])).length === 0) {
+        if (Date.now() > until) throw new Error(`${uri} was not logged`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+
+    it("an Application's log never shows another account's requests that named its id", async () => {
+      // Another account probes this account's Application: a 404, with a body of its own.
+      const probe = await stranger.client.PUT('/v1/applications/{applicationId}', {
+        params: { path: { applicationId: shopA.applicationId } },
+        body: newApplication({ name: 'stranger-probe' }) as never,
+      });
+      expect(probe.response.status).toBe(404);
+      unwrap(await t.admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: shopA.applicationId }, query: { skip: 4242 } } }));
+      await logged(`/v1/applications/${shopA.applicationId}/campaigns?skip=4242`);
+      await logged(`/v1/applications/${shopA.applicationId}`);
+
+      for (const client of [t.admin, reader.client]) {
+        const logs = unwrap(await appLogs(client, shopA.applicationId)).data;
+        expect(logs.some((e) => e.requestUri === `/v1/applications/${shopA.applicationId}/campaigns?skip=4242`)).toBe(true);
+        expect(logs.filter((e) => e.requestPayload.includes('stranger-probe'))).toEqual([]);
+        expect(logs.filter((e) => e.method === 'PUT' && e.status === 404)).toEqual([]);
+      }
+      // The prober still finds its own call in its account's log.
+      const own = unwrap(
+        await stranger.client.GET('/v1/access_logs', { params: { query: { rangeStart, rangeEnd: new Date(Date.now() + 3600_000).toISOString() } as never } }),
+      ).data;
+      expect(own.filter((e) => e.requestPayload.includes('stranger-probe')).map((e) => [e.method, e.status])).toEqual([['PUT', 404]]);
+    });
+  });
+
+  describe('login throttling', () => {
+    it("PUT /v1/users/{self} is no way around the login limit to guess a user's password", async () => {
+      // Someone holding a user's bearer token (a shared machine, a leaked log) guesses the current
+      // password through the password change, which checks it: it must be counted as a login is.
+      const victim = await user({ applications: { [String(shopA.applicationId)]: 'read' } });
+      const guess = (password: string) =>
+        victim.client.PUT('/v1/users/{userId}', { params: { path: { userId: victim.id } }, body: { password, newPassword: 'attacker-chosen-1' } as never });
+      for (let i = 0; i < 5; i++) {
+        const r = await guess(`guess-${i}`);
+        expect(r.response.status).toBe(401);
+        expect(pointers(r.error)).toEqual(['/password']);
+      }
+      const limited = await guess(victim.password);
+      expect(limited.response.status).toBe(429);
+      expect(Number(limited.response.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(pointers(limited.error)).toEqual(['/password']);
+      // The right password, once limited, changed nothing; logins of that e-mail wait as well.
+      const login6 = await stranger.client.POST('/v1/sessions', { body: { email: victim.email, password: victim.password } });
+      expect(login6.response.status).toBe(429);
+      const rows = await t.node.db.query<{ password_hash: string }>(`SELECT password_hash FROM users WHERE id = $1`, [victim.id]);
+      const { verifyPassword } = await import('../../services/management/passwords.js');
+      expect(await verifyPassword(victim.password, rows[0]!.password_hash)).toBe(true);
+    });
+  });
 });
