@@ -1271,7 +1271,7 @@ export interface components {
             lastActivity?: string;
             email: string;
             name: string;
-            /** @description Only in the answer of POST /v1/invites, to the admin who invited; never shown again. */
+            /** @description Only in the answer of POST /v1/invites, and of PUT /v1/users/{userId} when it changes an invited user's e-mail (which voids the old invite and mails a new one), to the admin; never shown again. */
             inviteToken?: string;
             policy: components["schemas"]["Policy"];
             releaseUpdate: boolean;

@@ -141,9 +141,28 @@ export async function updateUser(ctx: ManagementContext, principal: Principal, u
         await tx.query(`DELETE FROM management_tokens WHERE user_id = $1 AND token_hash <> $2`, [userId, bearerToken ? sha256Hex(bearerToken) : '']);
       }
       if (body.state === 'disabled') await tx.query(`DELETE FROM management_tokens WHERE user_id = $1`, [userId]);
-      return updated!;
+      // Tokens already mailed stay with whoever reads the old mailbox: a new address (or a new
+      // password) voids them. An invited user gets a new invite at the new address instead.
+      const emailChanged = body.email !== undefined && body.email.toLowerCase() !== String(target.email).toLowerCase();
+      if (emailChanged || passwordHash !== undefined) {
+        await tx.query(`DELETE FROM user_tokens WHERE user_id = $1 AND used_at IS NULL AND (kind = 'reset' OR $2::boolean)`, [userId, emailChanged]);
+      }
+      let inviteToken: string | undefined;
+      if (emailChanged && updated!.state === 'invited') {
+        inviteToken = randomToken(32);
+        const at = ctx.clock.now();
+        await tx.query(`INSERT INTO user_tokens (token_hash, user_id, kind, created, expires) VALUES ($1, $2, 'invite', $3, $4)`, [
+          sha256Hex(inviteToken),
+          userId,
+          at.toISOString(),
+          new Date(at.getTime() + inviteTtl(ctx)).toISOString(),
+        ]);
+        await queueInviteMail(ctx, tx, principal.accountId, updated!.email as string, updated!.name as string, inviteToken, at);
+      }
+      return { ...updated!, inviteToken };
     });
-    return userView(row);
+    if (row.inviteToken !== undefined) ctx.mail?.wake?.();
+    return row.inviteToken === undefined ? userView(row) : { ...userView(row), inviteToken: row.inviteToken };
   } catch (e) {
     if (isUniqueViolation(e)) throw emailTaken();
     throw e;

@@ -1,10 +1,11 @@
 // Review of the Management API's access control and secrets: each case is a defect that was found
 // by probing the endpoints as another account, a read-only user or a writer of one Application.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unwrap } from '../../sdk/index.js';
+import { createManagementClient, login, unwrap } from '../../sdk/index.js';
 import { newApplication } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
-import { addUser, otherAccount, pointers, type TestUser } from '../helpers/users.js';
+import { startFakeSmtp, type FakeSmtp } from '../helpers/fake-smtp.js';
+import { addUser, eventually, otherAccount, pointers, tokenIn, type TestUser } from '../helpers/users.js';
 
 describe('Management API review: security and access control', () => {
   let t: TestNode;
@@ -151,5 +152,74 @@ describe('Management API review: security and access control', () => {
       const { verifyPassword } = await import('../../services/management/passwords.js');
       expect(await verifyPassword(victim.password, rows[0]!.password_hash)).toBe(true);
     });
+  });
+});
+
+// Tokens mailed to an address stay with whoever reads that mailbox: when the user's address changes
+// (an admin corrects a typo, an employee's mailbox is handed on) or the password is changed, the
+// tokens already mailed must stop working.
+describe('Management API review: mailed tokens follow the user, not the old mailbox', () => {
+  let t: TestNode;
+  let smtp: FakeSmtp;
+  let accountId: number;
+  let appId: number;
+  const anonymous = () => createManagementClient({ baseUrl: t.url, retries: 0 });
+  const mailTo = (email: string, index = 0) => eventually(() => smtp.messages.filter((m) => m.to.includes(email))[index]);
+
+  beforeAll(async () => {
+    smtp = await startFakeSmtp();
+    t = await startTestNode('pglite', { smtpUrl: smtp.url(), mailFrom: 'perkline@test.local', mailPollMs: 50 });
+    const [me] = await t.node.db.query<{ account_id: number }>(`SELECT account_id FROM users WHERE email = 'admin@test.local'`);
+    accountId = me!.account_id;
+    appId = unwrap(await t.admin.POST('/v1/applications', { body: newApplication({ name: 'Mail app' }) as never })).id;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+    await smtp?.close();
+  });
+
+  it('an invite mailed to a mistyped address stops working when the admin corrects the address; the right one gets a new invite', async () => {
+    const invited = unwrap(await t.admin.POST('/v1/invites', { body: { email: 'carol@typo.test', acl: { applications: { [appId]: 'write' } }, name: 'Carol' } as never }));
+    const oldToken = tokenIn((await mailTo('carol@typo.test')).body);
+    expect(oldToken).toBe(invited.inviteToken);
+    const fixed = unwrap(await t.admin.PUT('/v1/users/{userId}', { params: { path: { userId: invited.id } }, body: { email: 'carol@right.test' } }));
+    expect(fixed).toMatchObject({ id: invited.id, email: 'carol@right.test', state: 'invited' });
+
+    // Whoever reads the mistyped mailbox cannot join the account.
+    const stolen = await anonymous().POST('/v1/accept_invite', { body: { email: 'mallory@typo.test', inviteToken: oldToken, password: 'mallory-password-1' } });
+    expect(stolen.response.status).toBe(401);
+    expect(pointers(stolen.error)).toEqual(['/inviteToken']);
+    expect(unwrap(await t.admin.GET('/v1/users/{userId}', { params: { path: { userId: invited.id } } }))).toMatchObject({ state: 'invited', email: 'carol@right.test' });
+
+    // Carol gets a new invite at the right address, and it works.
+    const mail = await mailTo('carol@right.test');
+    expect(mail.subject).toBe('You are invited to Perkline');
+    const newToken = tokenIn(mail.body);
+    expect(newToken).not.toBe(oldToken);
+    expect(fixed.inviteToken).toBe(newToken);
+    const accepted = unwrap(await anonymous().POST('/v1/accept_invite', { body: { email: 'carol@right.test', inviteToken: newToken, password: 'carol-password-1' } }));
+    expect(accepted.userId).toBe(invited.id);
+  });
+
+  it('a reset token mailed to the old address stops working when the e-mail changes', async () => {
+    const u = await addUser(t.node.db, t.url, accountId, 'dave@old.test', { applications: { [appId]: 'read' } });
+    expect((await anonymous().POST('/v1/password_recovery_emails', { body: { email: u.email } })).response.status).toBe(204);
+    const resetToken = tokenIn((await mailTo('dave@old.test')).body);
+    unwrap(await t.admin.PUT('/v1/users/{userId}', { params: { path: { userId: u.id } }, body: { email: 'dave@new.test' } }));
+    const r = await anonymous().POST('/v1/reset_password', { body: { resetToken, password: 'taken-over-1' } });
+    expect(r.response.status).toBe(401);
+    expect(pointers(r.error)).toEqual(['/resetToken']);
+    expect((await login({ baseUrl: t.url, email: 'dave@new.test', password: u.password, retries: 0 })).userId).toBe(u.id);
+  });
+
+  it('a reset token mailed before the owner changed the password stops working', async () => {
+    const u = await addUser(t.node.db, t.url, accountId, 'erin@test.local', { applications: {} });
+    expect((await anonymous().POST('/v1/password_recovery_emails', { body: { email: u.email } })).response.status).toBe(204);
+    const resetToken = tokenIn((await mailTo(u.email)).body);
+    unwrap(await u.client.PUT('/v1/users/{userId}', { params: { path: { userId: u.id } }, body: { password: u.password, newPassword: 'erin-new-password-1' } as never }));
+    const r = await anonymous().POST('/v1/reset_password', { body: { resetToken, password: 'taken-over-1' } });
+    expect(r.response.status).toBe(401);
+    expect(pointers(r.error)).toEqual(['/resetToken']);
+    expect((await login({ baseUrl: t.url, email: u.email, password: 'erin-new-password-1', retries: 0 })).userId).toBe(u.id);
   });
 });
