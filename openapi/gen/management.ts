@@ -377,7 +377,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The profile's ledger in the program (main ledger and subledgers) */
+        /**
+         * The profile's ledger in the program (main ledger and subledgers)
+         * @description Admins, and users with access to an Application subscribed to the program (403 otherwise).
+         */
         get: operations["getLoyaltyPoints"];
         put?: never;
         post?: never;
@@ -2566,6 +2569,7 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
         };
     };

@@ -401,6 +401,20 @@ function requireLedgerWriter(principal: Principal, program: Record<string, unkno
   ]);
 }
 
+/**
+ * Admins, or users who may read one of the program's subscribed Applications: a customer's ledger
+ * is data of the Applications that earn and spend its points, not of the whole account.
+ */
+function requireLedgerReader(principal: Principal, program: Record<string, unknown>): void {
+  if (isAdmin(principal)) return;
+  const subscribed = (program.subscribed_applications as number[] | null) ?? [];
+  const grants = principal.policy.applications ?? {};
+  if (subscribed.some((id) => grants[String(id)] !== undefined)) return;
+  throw new AppError('permission_denied', 'This user may not read ledgers of this loyalty program', [
+    { title: 'Forbidden', details: 'admin role, or access to an Application subscribed to the program, is required', source: { pointer: '/programID', parameter: 'programID' } },
+  ]);
+}
+
 function subledgerOf(program: Record<string, unknown>, subLedgerID: string | undefined): string {
   if (subLedgerID === undefined) return '';
   if (!program.allow_subledger) throw badRequest('This loyalty program has no subledgers (allowSubledger is false)', '/subLedgerID');
@@ -493,7 +507,7 @@ function entryView(r: Record<string, unknown>, programId: number, integrationId:
  * active balance; expired grants whose `expire` transaction is not written yet show it already.
  */
 export async function getLoyaltyPoints(ctx: ManagementContext, principal: Principal, programId: number, integrationId: string) {
-  await findProgram(ctx.db, principal, programId);
+  requireLedgerReader(principal, await findProgram(ctx.db, principal, programId));
   const profileId = await findProfile(ctx.db, principal, integrationId);
   const now = ctx.clock.now();
   const rows = await ctx.db.query(

@@ -89,6 +89,28 @@ describe('Management API review: security and access control', () => {
     });
   });
 
+  describe('loyalty ledgers', () => {
+    it("only admins and users of a subscribed Application read a customer's ledger", async () => {
+      const p = unwrap(await t.admin.POST('/v1/loyalty_programs', { body: { name: 'ledger-read', title: 'Points', subscribedApplications: [shopA.applicationId] } }));
+      await shopA.integration.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: 'ledger-customer' } }, body: { attributes: {} } as never });
+      const ledger = { params: { path: { programID: p.id, integrationID: 'ledger-customer' } } };
+      unwrap(await t.admin.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', { ...ledger, body: { points: 25, name: 'welcome' } }));
+
+      expect(unwrap(await t.admin.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}', ledger)).ledger.total).toBe(25);
+      expect(unwrap(await reader.client.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}', ledger)).ledger.total).toBe(25);
+      // A user of another Application only, and one of no Application, see the program but not its customers.
+      const onlyB = await user({ applications: { [String(appB)]: 'write' } });
+      const none = await user({ applications: {} });
+      for (const c of [onlyB.client, none.client]) {
+        expect(unwrap(await c.GET('/v1/loyalty_programs/{programID}', { params: { path: { programID: p.id } } })).name).toBe('ledger-read');
+        const r = await c.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}', ledger);
+        expect(r.response.status).toBe(403);
+        expect(r.data).toBeUndefined();
+        expect(pointers(r.error)).toEqual(['/programID']);
+      }
+    });
+  });
+
   describe('access logs', () => {
     const rangeStart = new Date(Date.now() - 3600_000).toISOString();
     const appLogs = (client: TestUser['client'], applicationId: number) =>
