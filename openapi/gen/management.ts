@@ -1289,7 +1289,7 @@ export interface components {
             email?: string;
             name?: string;
             newPassword?: string;
-            /** @description The current password, required with newPassword. */
+            /** @description The current password, required with newPassword and when users change their own e-mail. */
             password?: string;
             policy?: components["schemas"]["Policy"];
             releaseUpdate?: boolean;

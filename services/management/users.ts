@@ -90,8 +90,9 @@ export interface UpdateUserBody {
 
 /**
  * PUT /v1/users/{userId}. `policy` and `state` are for admins (403 otherwise); a password is changed
- * only by its owner, who proves the current one (missing: 400, wrong: 401, both on /password); the
- * change signs out the owner's other tokens. An account always keeps one active admin.
+ * only by its owner, who proves the current one (missing: 400, wrong: 401, both on /password), as
+ * for a change of one's own e-mail; the password change signs out the owner's other tokens. An
+ * account always keeps one active admin.
  */
 export async function updateUser(ctx: ManagementContext, principal: Principal, userId: number, body: UpdateUserBody, bearerToken?: string) {
   const admin = isAdmin(principal);
@@ -100,15 +101,20 @@ export async function updateUser(ctx: ManagementContext, principal: Principal, u
   if (!admin && body.state !== undefined) throw forbidden('Only an admin may change the state of a user', '/state');
   const target = await visibleUser(ctx.db, principal, userId);
   let passwordHash: string | undefined;
-  if (body.newPassword !== undefined) {
-    if (!self) throw forbidden("Only its owner may change a user's password; others use password recovery", '/newPassword');
-    if (body.password === undefined) throw badRequest('The current password is required to set a new one', '/password');
+  if (body.newPassword !== undefined && !self) throw forbidden("Only its owner may change a user's password; others use password recovery", '/newPassword');
+  // Moving one's own e-mail moves its password recovery too: like a new password, it needs the
+  // current one, or a bearer token alone would be enough to take the user over.
+  const movesOwnEmail = self && body.email !== undefined && body.email.toLowerCase() !== String(target.email).toLowerCase();
+  if (body.newPassword !== undefined || movesOwnEmail) {
+    if (body.password === undefined) {
+      throw badRequest(`The current password is required to ${body.newPassword !== undefined ? 'set a new one' : 'change the e-mail'}`, '/password');
+    }
     // Counted as a login of the user's e-mail: a bearer token must not allow unlimited guesses.
     await countPasswordAttempt(ctx, target.email as string, '/password');
     if (!(await verifyPassword(body.password, target.password_hash as string))) throw unauthenticated('The current password is wrong', '/password');
     await forgivePasswordAttempt(ctx, target.email as string);
-    passwordHash = await hashPassword(body.newPassword);
   }
+  if (body.newPassword !== undefined) passwordHash = await hashPassword(body.newPassword);
   if (body.state === 'active' && target.state === 'invited') {
     throw badRequest('An invited user becomes active by accepting the invite', '/state');
   }

@@ -223,6 +223,23 @@ describe('Management API review: mailed tokens follow the user, not the old mail
     expect(accepted.userId).toBe(invited.id);
   });
 
+  it("a bearer token alone cannot move a user's e-mail (and so its password recovery) to another mailbox", async () => {
+    const u = await addUser(t.node.db, t.url, accountId, 'frank@test.local', { applications: { [appId]: 'write' } });
+    const self = { params: { path: { userId: u.id } } };
+    // Whoever holds the token would next ask for a reset mail at their own address.
+    const missing = await u.client.PUT('/v1/users/{userId}', { ...self, body: { email: 'thief@evil.test' } });
+    expect(missing.response.status).toBe(400);
+    expect(pointers(missing.error)).toEqual(['/password']);
+    const wrong = await u.client.PUT('/v1/users/{userId}', { ...self, body: { email: 'thief@evil.test', password: 'not-it' } as never });
+    expect(wrong.response.status).toBe(401);
+    expect(pointers(wrong.error)).toEqual(['/password']);
+    expect(unwrap(await t.admin.GET('/v1/users/{userId}', self)).email).toBe('frank@test.local');
+    // The owner proves the password and may move; a change of letter case only, or another field, needs nothing.
+    expect(unwrap(await u.client.PUT('/v1/users/{userId}', { ...self, body: { email: 'Frank@test.local', name: 'Frank' } })).email).toBe('Frank@test.local');
+    const moved = unwrap(await u.client.PUT('/v1/users/{userId}', { ...self, body: { email: 'frank@new.test', password: u.password } as never }));
+    expect(moved.email).toBe('frank@new.test');
+  });
+
   it('a reset token mailed to the old address stops working when the e-mail changes', async () => {
     const u = await addUser(t.node.db, t.url, accountId, 'dave@old.test', { applications: { [appId]: 'read' } });
     expect((await anonymous().POST('/v1/password_recovery_emails', { body: { email: u.email } })).response.status).toBe(204);
