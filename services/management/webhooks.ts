@@ -34,7 +34,7 @@ export function webhookView(r: Record<string, unknown>): Record<string, unknown>
     id: r.id as number,
     created: iso(r.created),
     modified: iso(r.modified),
-    applicationIds: (r.application_ids as number[] | null) ?? [],
+    applicationIds: (r.shown_application_ids as number[] | null) ?? (r.application_ids as number[] | null) ?? [],
     title: r.title as string,
     verb: r.verb as string,
     url: r.url as string,
@@ -48,16 +48,20 @@ export function webhookView(r: Record<string, unknown>): Record<string, unknown>
 
 /**
  * The webhook's columns with its Applications and `usedAt`: the campaigns (of those Applications)
- * whose active ruleset has a top-level `["triggerWebhook", <id>, ...]` effect.
+ * whose active ruleset has a top-level `["triggerWebhook", <id>, ...]` effect. `$3` is the
+ * caller's visible Applications (null: an admin): `application_ids` holds them all (for the write
+ * checks), `shown_application_ids` and `used_at` only what the caller may see.
  */
 const select = `w.*,
   (SELECT COALESCE(jsonb_agg(wa.application_id ORDER BY wa.application_id), '[]'::jsonb)
      FROM webhook_applications wa WHERE wa.webhook_id = w.id) AS application_ids,
+  (SELECT COALESCE(jsonb_agg(wa.application_id ORDER BY wa.application_id), '[]'::jsonb)
+     FROM webhook_applications wa WHERE wa.webhook_id = w.id AND ($3::int[] IS NULL OR wa.application_id = ANY($3::int[]))) AS shown_application_ids,
   (SELECT COALESCE(jsonb_agg(c.id::text ORDER BY c.id), '[]'::jsonb)
      FROM webhook_applications wa
      JOIN campaigns c ON c.application_id = wa.application_id
      JOIN rulesets r ON r.id = c.active_ruleset_id
-    WHERE wa.webhook_id = w.id AND jsonb_typeof(r.rules) = 'array'
+    WHERE wa.webhook_id = w.id AND ($3::int[] IS NULL OR wa.application_id = ANY($3::int[])) AND jsonb_typeof(r.rules) = 'array'
       AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.rules) rule
                    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(rule -> 'effects') = 'array' THEN rule -> 'effects' ELSE '[]'::jsonb END) e
                    WHERE jsonb_typeof(e) = 'array' AND e ->> 0 = 'triggerWebhook' AND e ->> 1 = w.id::text)) AS used_at`;
@@ -138,8 +142,11 @@ function requireWriteOnAttached(principal: Principal, applicationIds: readonly n
   if (isAdmin(principal)) return;
   const denied = applicationIds.filter((id) => principal.policy.applications?.[String(id)] !== 'write');
   if (denied.length > 0) {
+    // Only the Applications the caller sees are named: the others' ids are not revealed.
+    const named = denied.filter((id) => principal.policy.applications?.[String(id)] !== undefined);
+    const details = named.length > 0 ? `write access to Applications ${named.join(', ')} is required` : 'write access to every Application of the webhook is required';
     throw new AppError('permission_denied', 'This user may not change this webhook', [
-      { title: 'Forbidden', details: `write access to Applications ${denied.join(', ')} is required`, source: { pointer: '/webhookId', parameter: 'webhookId' } },
+      { title: 'Forbidden', details, source: { pointer: '/webhookId', parameter: 'webhookId' } },
     ]);
   }
 }

@@ -2,7 +2,7 @@
 // by probing the endpoints as another account, a read-only user or a writer of one Application.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManagementClient, login, unwrap } from '../../sdk/index.js';
-import { newApplication } from '../helpers/fixtures.js';
+import { newApplication, newCampaign } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { startFakeSmtp, type FakeSmtp } from '../helpers/fake-smtp.js';
 import { addUser, eventually, otherAccount, pointers, tokenIn, type TestUser } from '../helpers/users.js';
@@ -86,6 +86,36 @@ describe('Management API review: security and access control', () => {
       });
       expect(r.response.status).toBe(403);
       expect(pointers(r.error)).toEqual(['/programID']);
+    });
+  });
+
+  describe('webhooks', () => {
+    it('show a user only the Applications (and their campaigns) its policy names', async () => {
+      // A campaign of B triggers a webhook attached to A and B.
+      const campaignB = unwrap(await t.admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: appB } }, body: newCampaign() as never }));
+      const w = unwrap(
+        await t.admin.POST('/v1/webhooks', { body: { applicationIds: [shopA.applicationId, appB], title: 'shared', verb: 'POST', url: 'https://example.test/shared' } }),
+      );
+      unwrap(
+        await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/rulesets', {
+          params: { path: { applicationId: appB, campaignId: campaignB.id } },
+          body: { rules: [{ title: 'notify', condition: ['>', ['.', 'Session', 'Total'], 0], effects: [['triggerWebhook', w.id, {}]] }], bindings: [], activate: true } as never,
+        }),
+      );
+      const path = { params: { path: { webhookId: w.id } } };
+      const full = unwrap(await t.admin.GET('/v1/webhooks/{webhookId}', path));
+      expect(full).toMatchObject({ applicationIds: [shopA.applicationId, appB], usedAt: [String(campaignB.id)] });
+      expect(unwrap(await writerA.client.GET('/v1/webhooks/{webhookId}', path))).toEqual(full);
+
+      // A reader of A only learns nothing of B: neither its id nor the id of its campaign.
+      const seen = unwrap(await reader.client.GET('/v1/webhooks/{webhookId}', path));
+      expect(seen).toEqual({ ...full, applicationIds: [shopA.applicationId], usedAt: [] });
+      expect(unwrap(await reader.client.GET('/v1/webhooks')).data.find((x) => x.id === w.id)).toEqual(seen);
+      const onlyA = await user({ applications: { [String(shopA.applicationId)]: 'write' } });
+      const put = await onlyA.client.PUT('/v1/webhooks/{webhookId}', { ...path, body: { applicationIds: [shopA.applicationId], title: 'x', verb: 'POST', url: 'https://example.test/x' } });
+      expect(put.response.status).toBe(403);
+      expect(JSON.stringify(put.error)).not.toContain(String(appB));
+      expect(unwrap(await t.admin.GET('/v1/webhooks/{webhookId}', path))).toEqual(full);
     });
   });
 
