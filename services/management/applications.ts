@@ -1,5 +1,5 @@
 import { badRequest, notFound, randomToken } from '../shared/index.js';
-import { loyaltyProgramsOfApplication, loyaltyProgramsOfApplications } from './loyalty.js';
+import { loyaltyProgramsOfApplication, loyaltyProgramsOfApplications, programForViewer } from './loyalty.js';
 import type { Queryable } from '../store/index.js';
 import { compact, iso, isAdmin, listPage, requireAdmin, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
@@ -95,7 +95,8 @@ export async function createApplication(ctx: ManagementContext, principal: Princ
 }
 
 async function viewWithPrograms(db: Queryable, principal: Principal, row: Record<string, unknown>): Promise<Record<string, unknown>> {
-  return applicationView(row, await loyaltyProgramsOfApplication(db, row.id as number), mayWrite(principal, row.id as number));
+  const programs = (await loyaltyProgramsOfApplication(db, row.id as number)).map((p) => programForViewer(principal, p));
+  return applicationView(row, programs, mayWrite(principal, row.id as number));
 }
 
 export async function listApplications(ctx: ManagementContext, principal: Principal, query: ListQuery) {
@@ -113,7 +114,9 @@ export async function listApplications(ctx: ManagementContext, principal: Princi
     (row) => row,
   );
   const programs = await loyaltyProgramsOfApplications(ctx.db, page.data.map((row) => row.id as number));
-  const data = page.data.map((row) => applicationView(row, programs.get(row.id as number) ?? [], mayWrite(principal, row.id as number)));
+  const data = page.data.map((row) =>
+    applicationView(row, (programs.get(row.id as number) ?? []).map((p) => programForViewer(principal, p)), mayWrite(principal, row.id as number)),
+  );
   return { ...page, data };
 }
 

@@ -5,7 +5,7 @@
 // one change (above all a delete, which destroys the attribute's data) reaches every Application.
 import { AppError, badRequest, notFound } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { compact, iso, listPage, requireAdmin, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { compact, iso, listPage, requireAdmin, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface AttributeBody {
   entity: string;
@@ -92,6 +92,16 @@ export interface AttributeListQuery extends ListQuery {
 }
 
 /** GET /v1/attributes: the account's attributes, optionally of one entity or event type. */
+/** An attribute's view as the caller may see it: only the Applications its policy names. */
+function attributeForViewer(principal: Principal, r: Record<string, unknown>): Record<string, unknown> {
+  const view = attributeView(r);
+  if (view.subscribedApplicationsIds !== undefined) view.subscribedApplicationsIds = visibleApplicationIds(principal, view.subscribedApplicationsIds as number[]);
+  if (view.lastUsedApplicationId !== undefined && visibleApplicationIds(principal, [view.lastUsedApplicationId as number]).length === 0) {
+    delete view.lastUsedApplicationId;
+  }
+  return view;
+}
+
 export async function listAttributes(ctx: ManagementContext, principal: Principal, query: AttributeListQuery) {
   return listPage(
     ctx.db,
@@ -102,7 +112,7 @@ export async function listAttributes(ctx: ManagementContext, principal: Principa
       sortable: { id: 'id', name: 'name', entity: 'entity', created: 'created' },
       withTotal: true,
     },
-    attributeView,
+    (row) => attributeForViewer(principal, row),
   );
 }
 
@@ -114,7 +124,7 @@ async function requireAttribute(db: Queryable, principal: Principal, attributeId
 
 /** GET /v1/attributes/{attributeId}: another account's attribute is not found. */
 export async function getAttribute(ctx: ManagementContext, principal: Principal, attributeId: number): Promise<Record<string, unknown>> {
-  return attributeView(await requireAttribute(ctx.db, principal, attributeId));
+  return attributeForViewer(principal, await requireAttribute(ctx.db, principal, attributeId));
 }
 
 /** PUT /v1/attributes/{attributeId}: only the title changes (the contract refuses other fields). */

@@ -63,6 +63,13 @@ export async function requireApplication(
   return row;
 }
 
+/**
+ * Of these Application ids, the ones the caller may see (all of them for an admin): account-level
+ * resources (loyalty programs, attributes) name to a non-admin no Application outside its policy.
+ */
+export const visibleApplicationIds = (principal: Principal, ids: readonly number[]): number[] =>
+  isAdmin(principal) ? [...ids] : ids.filter((id) => principal.policy.applications?.[String(id)] !== undefined);
+
 export function requireAdmin(principal: Principal): void {
   if (!isAdmin(principal)) {
     throw new AppError('permission_denied', 'Only an admin may do this', [

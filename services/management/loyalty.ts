@@ -11,7 +11,7 @@
 // below zero. Later writers (session close, events, expiry jobs) must use lockLedger the same way.
 import { AppError, badRequest, notFound } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { compact, isAdmin, iso, listPage, requireAdmin, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { compact, isAdmin, iso, listPage, requireAdmin, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 // ---- durations ----
 
@@ -89,6 +89,11 @@ export function loyaltyProgramView(r: Record<string, unknown>): Record<string, u
     cardBased: r.card_based as boolean,
     usersPerCardLimit: (r.users_per_card_limit as number | null) ?? undefined,
   });
+}
+
+/** A program's view as the caller may see it: only the subscribed Applications its policy names. */
+export function programForViewer(principal: Principal, view: Record<string, unknown>): Record<string, unknown> {
+  return { ...view, subscribedApplications: visibleApplicationIds(principal, view.subscribedApplications as number[]) };
 }
 
 /** The programs an Application subscribes to (the Application view's `loyaltyPrograms`). */
@@ -253,12 +258,12 @@ export async function listLoyaltyPrograms(ctx: ManagementContext, principal: Pri
       withTotal: true,
       select: programSelect,
     },
-    loyaltyProgramView,
+    (row) => programForViewer(principal, loyaltyProgramView(row)),
   );
 }
 
 export async function getLoyaltyProgram(ctx: ManagementContext, principal: Principal, programId: number) {
-  return loyaltyProgramView(await findProgram(ctx.db, principal, programId));
+  return programForViewer(principal, loyaltyProgramView(await findProgram(ctx.db, principal, programId)));
 }
 
 // ---- ledgers ----

@@ -119,6 +119,38 @@ describe('Management API review: security and access control', () => {
     });
   });
 
+  describe('account-level resources', () => {
+    it("name to a non-admin only the Applications of its policy: loyalty programs and attributes", async () => {
+      const p = unwrap(await t.admin.POST('/v1/loyalty_programs', { body: { name: 'shared-program', title: 'P', subscribedApplications: [shopA.applicationId, appB] } }));
+      const a = unwrap(
+        await t.admin.POST('/v1/attributes', {
+          body: { entity: 'CustomerSession', name: 'sharedAttr', type: 'string', subscribedApplicationsIds: [shopA.applicationId, appB] } as never,
+        }),
+      );
+      expect(p.subscribedApplications).toEqual([shopA.applicationId, appB]);
+      expect(a.subscribedApplicationsIds).toEqual([shopA.applicationId, appB]);
+      expect(unwrap(await writerA.client.GET('/v1/loyalty_programs/{programID}', { params: { path: { programID: p.id } } })).subscribedApplications).toEqual([
+        shopA.applicationId,
+        appB,
+      ]);
+
+      const program = unwrap(await reader.client.GET('/v1/loyalty_programs/{programID}', { params: { path: { programID: p.id } } }));
+      expect(program).toEqual({ ...p, subscribedApplications: [shopA.applicationId] });
+      expect(unwrap(await reader.client.GET('/v1/loyalty_programs')).data.find((x) => x.id === p.id)).toEqual(program);
+      const app = unwrap(await reader.client.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: shopA.applicationId } } }));
+      expect(app.loyaltyPrograms?.find((x) => x.id === p.id)).toEqual(program);
+      expect(unwrap(await reader.client.GET('/v1/applications')).data[0]!.loyaltyPrograms?.find((x) => x.id === p.id)).toEqual(program);
+
+      // Last used by B (as a session of B would record it): the admin sees it, the reader does not.
+      await t.node.db.query(`UPDATE attributes SET last_used_application_id = $2 WHERE id = $1`, [a.id, appB]);
+      expect(unwrap(await t.admin.GET('/v1/attributes/{attributeId}', { params: { path: { attributeId: a.id } } })).lastUsedApplicationId).toBe(appB);
+      const attribute = unwrap(await reader.client.GET('/v1/attributes/{attributeId}', { params: { path: { attributeId: a.id } } }));
+      expect(attribute).toEqual({ ...a, subscribedApplicationsIds: [shopA.applicationId] });
+      expect(attribute.lastUsedApplicationId).toBeUndefined();
+      expect(unwrap(await reader.client.GET('/v1/attributes')).data.find((x) => x.id === a.id)).toEqual(attribute);
+    });
+  });
+
   describe('loyalty ledgers', () => {
     it("only admins and users of a subscribed Application read a customer's ledger", async () => {
       const p = unwrap(await t.admin.POST('/v1/loyalty_programs', { body: { name: 'ledger-read', title: 'Points', subscribedApplications: [shopA.applicationId] } }));
