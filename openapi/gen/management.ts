@@ -1148,7 +1148,7 @@ export interface components {
             verb?: "POST" | "PUT" | "GET" | "DELETE" | "PATCH";
             /** @description An http or https URL; may contain templates. */
             url?: string;
-            /** @description Header lines such as "Content-Type: application/json". */
+            /** @description Header lines such as "Content-Type: application/json". Users who may not change the webhook see each value as [redacted]. */
             headers?: string[];
             params?: components["schemas"]["WebhookParam"][];
             /** @description Body template; may reference `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}` and declared parameters as `${$<param>}`. */

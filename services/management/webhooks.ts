@@ -46,6 +46,23 @@ export function webhookView(r: Record<string, unknown>): Record<string, unknown>
   });
 }
 
+/** Whether the caller may change the webhook: an admin, or a writer of every Application it is attached to. */
+const mayChange = (principal: Principal, r: Record<string, unknown>): boolean =>
+  isAdmin(principal) || ((r.application_ids as number[] | null) ?? []).every((id) => principal.policy.applications?.[String(id)] === 'write');
+
+/**
+ * The webhook as the caller may see it. Header values often authenticate to the receiver: like an
+ * Application's signing secret, they are shown only to users who may change the webhook (the
+ * others see each header's name with its value redacted).
+ */
+function webhookFor(principal: Principal, r: Record<string, unknown>): Record<string, unknown> {
+  const view = webhookView(r);
+  if (!mayChange(principal, r) && Array.isArray(view.headers)) {
+    view.headers = (view.headers as string[]).map((h) => `${h.slice(0, Math.max(0, h.indexOf(':')))}: [redacted]`);
+  }
+  return view;
+}
+
 /**
  * The webhook's columns with its Applications and `usedAt`: the campaigns (of those Applications)
  * whose active ruleset has a top-level `["triggerWebhook", <id>, ...]` effect. `$3` is the
@@ -188,7 +205,7 @@ export async function createWebhook(ctx: ManagementContext, principal: Principal
     return requireWebhook(tx, principal, w!.id);
   });
   announce(ctx, body.applicationIds);
-  return webhookView(row);
+  return webhookFor(principal, row);
 }
 
 async function attach(db: Queryable, webhookId: number, applicationIds: readonly number[]): Promise<void> {
@@ -215,13 +232,13 @@ export async function listWebhooks(ctx: ManagementContext, principal: Principal,
       sortable: { id: 'w.id', title: 'w.title', created: 'w.created', modified: 'w.modified' },
       withTotal: true,
     },
-    webhookView,
+    (row) => webhookFor(principal, row),
   );
 }
 
 /** GET /v1/webhooks/{webhookId} */
 export async function getWebhook(ctx: ManagementContext, principal: Principal, webhookId: number): Promise<Record<string, unknown>> {
-  return webhookView(await requireWebhook(ctx.db, principal, webhookId));
+  return webhookFor(principal, await requireWebhook(ctx.db, principal, webhookId));
 }
 
 /** PUT /v1/webhooks/{webhookId}: replaces the webhook; its Applications, old and new, must be writable. */
@@ -242,7 +259,7 @@ export async function updateWebhook(ctx: ManagementContext, principal: Principal
     return { row: await requireWebhook(tx, principal, webhookId), before };
   });
   announce(ctx, [...before, ...body.applicationIds]);
-  return webhookView(row);
+  return webhookFor(principal, row);
 }
 
 /** DELETE /v1/webhooks/{webhookId}: write access to every Application of the webhook is needed. */

@@ -119,6 +119,23 @@ describe('Management API review: security and access control', () => {
     });
   });
 
+  describe('webhook header values', () => {
+    it('are shown only to users who may change the webhook, like the signing secret', async () => {
+      const headers = ['Content-Type: application/json', 'Authorization: Bearer receiver-secret-123'];
+      const w = unwrap(
+        await t.admin.POST('/v1/webhooks', { body: { applicationIds: [shopA.applicationId], title: 'auth', verb: 'POST', url: 'https://example.test/auth', headers } }),
+      );
+      const path = { params: { path: { webhookId: w.id } } };
+      expect(w.headers).toEqual(headers);
+      expect(unwrap(await writerA.client.GET('/v1/webhooks/{webhookId}', path)).headers).toEqual(headers);
+      const seen = unwrap(await reader.client.GET('/v1/webhooks/{webhookId}', path));
+      expect(seen.headers).toEqual(['Content-Type: [redacted]', 'Authorization: [redacted]']);
+      const listed = unwrap(await reader.client.GET('/v1/webhooks')).data.find((x) => x.id === w.id)!;
+      expect(listed.headers).toEqual(seen.headers);
+      expect(JSON.stringify([seen, listed])).not.toContain('receiver-secret-123');
+    });
+  });
+
   describe('account-level resources', () => {
     it("name to a non-admin only the Applications of its policy: loyalty programs and attributes", async () => {
       const p = unwrap(await t.admin.POST('/v1/loyalty_programs', { body: { name: 'shared-program', title: 'P', subscribedApplications: [shopA.applicationId, appB] } }));

@@ -217,7 +217,8 @@ describe('Management API: webhooks', () => {
     expect(readerList).toEqual(expect.arrayContaining([onA.id, onAB.id]));
     expect(readerList).not.toContain(onB.id);
     expect(unwrap(await reader.GET('/v1/webhooks', { params: { query: { applicationIds: String(appB) } } })).data.map((w) => w.id)).toEqual([onAB.id]);
-    expect(unwrap(await reader.GET('/v1/webhooks/{webhookId}', path(onA.id)))).toEqual(onA);
+    // Header values (often the receiver's credentials) only for those who may change it.
+    expect(unwrap(await reader.GET('/v1/webhooks/{webhookId}', path(onA.id)))).toEqual({ ...onA, headers: ['Content-Type: [redacted]', 'X-Token: [redacted]'] });
     expect((await reader.GET('/v1/webhooks/{webhookId}', path(onB.id))).response.status).toBe(404);
     expect((await reader.PUT('/v1/webhooks/{webhookId}', { ...path(onA.id), body: newWebhook([appA], { title: 'x' }) })).response.status).toBe(403);
     expect((await reader.DELETE('/v1/webhooks/{webhookId}', path(onA.id))).response.status).toBe(403);
