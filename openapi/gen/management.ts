@@ -699,7 +699,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Mail a password-reset token (valid 1 hour) if an active user has the e-mail; 204 either way */
+        /**
+         * Mail a password-reset token (valid 1 hour) if an active user has the e-mail; 204 either way
+         * @description At most 5 reset mails per user and hour; further requests are answered alike and send nothing.
+         */
         post: operations["createPasswordRecoveryEmail"];
         delete?: never;
         options?: never;

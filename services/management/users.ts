@@ -333,9 +333,14 @@ export async function acceptInvite(ctx: ManagementContext, body: AcceptInviteBod
   }
 }
 
+/** Reset mails per user within an hour: more requests are answered alike and send nothing. */
+export const RECOVERY_MAILS_PER_WINDOW = 5;
+const RECOVERY_WINDOW_MS = 3600 * 1000;
+
 /**
- * POST /v1/password_recovery_emails: queues a reset mail when an active user has the e-mail; the
- * answer is the same 204 either way, so the endpoint does not tell which e-mails exist.
+ * POST /v1/password_recovery_emails: queues a reset mail when an active user has the e-mail (at
+ * most RECOVERY_MAILS_PER_WINDOW an hour); the answer is the same 204 either way, so the endpoint
+ * does not tell which e-mails exist.
  */
 export async function requestPasswordRecovery(ctx: ManagementContext, body: { email: string }): Promise<void> {
   const now = ctx.clock.now();
@@ -346,6 +351,12 @@ export async function requestPasswordRecovery(ctx: ManagementContext, body: { em
       [body.email],
     );
     if (!user) return false;
+    // Anyone may ask, without logging in: a limit per user keeps this from flooding its mailbox.
+    const [recent] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM user_tokens WHERE user_id = $1 AND kind = 'reset' AND created > $2`, [
+      user.id,
+      new Date(now.getTime() - RECOVERY_WINDOW_MS).toISOString(),
+    ]);
+    if (recent!.n >= RECOVERY_MAILS_PER_WINDOW) return false;
     const minutes = Math.round(resetTtl(ctx) / 60_000);
     await tx.query(`INSERT INTO user_tokens (token_hash, user_id, kind, created, expires) VALUES ($1, $2, 'reset', $3, $4)`, [
       sha256Hex(token),

@@ -319,6 +319,21 @@ describe('Management API review: mailed tokens follow the user, not the old mail
     expect(moved.email).toBe('frank@new.test');
   });
 
+  it('password recovery cannot be used to flood a mailbox: at most 5 reset mails per user and hour', async () => {
+    const u = await addUser(t.node.db, t.url, accountId, 'gina@test.local', { applications: {} });
+    for (let i = 0; i < 8; i++) {
+      // Always the same answer, so the limit does not tell which e-mails exist either.
+      expect((await anonymous().POST('/v1/password_recovery_emails', { body: { email: u.email } })).response.status).toBe(204);
+    }
+    const fifth = tokenIn((await mailTo(u.email, 4)).body);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(smtp.messages.filter((m) => m.to.includes(u.email))).toHaveLength(5);
+    const [queued] = await t.node.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM mail_outbox WHERE recipient = $1`, [u.email]);
+    expect(queued!.n).toBe(5);
+    // The mails sent still work.
+    expect((await anonymous().POST('/v1/reset_password', { body: { resetToken: fifth, password: 'gina-new-password-1' } })).response.status).toBe(204);
+  });
+
   it('a reset token mailed to the old address stops working when the e-mail changes', async () => {
     const u = await addUser(t.node.db, t.url, accountId, 'dave@old.test', { applications: { [appId]: 'read' } });
     expect((await anonymous().POST('/v1/password_recovery_emails', { body: { email: u.email } })).response.status).toBe(204);
