@@ -2,7 +2,7 @@
 // the same transaction as their change, so a mail is sent if and only if the change committed;
 // the node's MailDispatcher sends due rows through a MailTransport (SMTP when configured, else a
 // transport that only logs recipient and subject), retrying with backoff and marking a row failed
-// after maxAttempts. Bodies may carry tokens: they are never logged, and blanked once sent.
+// after maxAttempts. Bodies may carry tokens: they are never logged, and blanked once sent or failed.
 import type { Clock, Logger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { sendSmtp, type SmtpOptions } from './smtp.js';
@@ -139,7 +139,8 @@ export class MailDispatcher {
       } catch (e) {
         const error = String((e as Error)?.message ?? e).slice(0, 500);
         if (row.attempts >= this.maxAttempts) {
-          await db.query(`UPDATE mail_outbox SET state = 'failed', last_error = $2 WHERE id = $1`, [row.id, error]);
+          // Never sent, never retried: its body (which may hold a live token) is of no use any more.
+          await db.query(`UPDATE mail_outbox SET state = 'failed', body = '', last_error = $2 WHERE id = $1`, [row.id, error]);
           this.options.logger.warn('mail failed for good', { id: row.id, to: row.recipient, attempts: row.attempts, error });
         } else {
           const delay = Math.min(this.backoffMs * 2 ** (row.attempts - 1), 3600_000);

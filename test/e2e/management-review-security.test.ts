@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManagementClient, login, unwrap } from '../../sdk/index.js';
 import { newApplication, newCampaign } from '../helpers/fixtures.js';
-import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { freePort, setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { startFakeSmtp, type FakeSmtp } from '../helpers/fake-smtp.js';
 import { addUser, eventually, otherAccount, pointers, tokenIn, type TestUser } from '../helpers/users.js';
 
@@ -354,5 +354,33 @@ describe('Management API review: mailed tokens follow the user, not the old mail
     expect(r.response.status).toBe(401);
     expect(pointers(r.error)).toEqual(['/resetToken']);
     expect((await login({ baseUrl: t.url, email: u.email, password: 'erin-new-password-1', retries: 0 })).userId).toBe(u.id);
+  });
+});
+
+describe('Management API review: a mail that fails for good', () => {
+  let t: TestNode;
+  beforeAll(async () => {
+    // Nothing listens on this port: every attempt fails, and one attempt is all there is.
+    t = await startTestNode('pglite', { smtpUrl: `smtp://127.0.0.1:${await freePort()}`, mailPollMs: 50, mailMaxAttempts: 1 });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('does not keep its token in the outbox', async () => {
+    const invited = unwrap(await t.admin.POST('/v1/invites', { body: { email: 'lost@test.local', acl: { role: 'admin' } } as never }));
+    const until = Date.now() + 5000;
+    let row: { state: string; body: string; last_error: string | null } | undefined;
+    while (Date.now() < until) {
+      [row] = await t.node.db.query<{ state: string; body: string; last_error: string | null }>(
+        `SELECT state, body, last_error FROM mail_outbox WHERE recipient = 'lost@test.local'`,
+      );
+      if (row?.state === 'failed') break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(row?.state).toBe('failed');
+    expect(row?.last_error).toMatch(/connect|refused|failed/i);
+    expect(row?.body).not.toContain(invited.inviteToken!);
+    expect(row?.body).toBe('');
   });
 });

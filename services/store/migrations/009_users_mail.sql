@@ -16,7 +16,7 @@ CREATE INDEX user_tokens_user ON user_tokens (user_id, kind);
 -- Mails written in the same transaction as the change that causes them and sent by the node's
 -- mail dispatcher. A row is claimed by moving next_attempt_at past the send timeout, so a node
 -- that dies while sending leaves the row to be retried by another. The body (which may hold a
--- token) is blanked once the mail is sent.
+-- token) is blanked once the mail is sent, or has failed for good.
 CREATE TABLE mail_outbox (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   account_id integer NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
