@@ -347,7 +347,7 @@ export async function requestPasswordRecovery(ctx: ManagementContext, body: { em
   const token = randomToken(32);
   const queued = await ctx.db.transaction(async (tx) => {
     const [user] = await tx.query<{ id: number; account_id: number; email: string; name: string }>(
-      `SELECT id, account_id, email, name FROM users WHERE lower(email) = lower($1) AND state = 'active'`,
+      `SELECT id, account_id, email, name FROM users WHERE lower(email) = lower($1) AND state = 'active' FOR UPDATE`,
       [body.email],
     );
     if (!user) return false;

@@ -37,6 +37,16 @@ describe.skipIf(!postgresUp)('Management API users under concurrency', () => {
     expect((await anonymous.POST('/v1/sessions', { body: { email: u.email, password: u.password } })).response.status).toBe(429);
   });
 
+  it('queues at most 5 reset mails for a user when 12 recovery requests race', async () => {
+    const u = await addUser(t.node.db, t.url, accountId, 'race-recovery@test.local', { applications: {} });
+    const statuses = await Promise.all(
+      Array.from({ length: 12 }, () => anonymous.POST('/v1/password_recovery_emails', { body: { email: u.email } }).then((r) => r.response.status)),
+    );
+    expect(statuses).toEqual(Array.from({ length: 12 }, () => 204));
+    const [queued] = await t.node.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM mail_outbox WHERE recipient = $1`, [u.email]);
+    expect(queued!.n).toBe(5);
+  });
+
   it('accepts an invite token once when several accepts race', async () => {
     const invited = unwrap(await t.admin.POST('/v1/invites', { body: { email: 'race-invite@test.local', acl: { applications: {} } } }));
     const statuses = await Promise.all(
