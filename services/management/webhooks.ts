@@ -4,7 +4,7 @@
 // every Application it is (or will be) attached to. Delivery is not here (see services/notify).
 import { AppError, badRequest, notFound } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { compact, isAdmin, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { compact, isAdmin, iso, listPage, requireApplication, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface WebhookParam {
   title: string;
@@ -217,8 +217,10 @@ async function attach(db: Queryable, webhookId: number, applicationIds: readonly
 
 /** GET /v1/webhooks: with `applicationIds`, only webhooks attached to any of them. */
 export async function listWebhooks(ctx: ManagementContext, principal: Principal, query: WebhookListQuery) {
-  const wanted = query.applicationIds ? query.applicationIds.split(',').map(Number) : null;
+  let wanted = query.applicationIds ? query.applicationIds.split(',').map(Number) : null;
   if (wanted?.some((id) => !Number.isSafeInteger(id) || id > 2_147_483_647)) throw badRequest('`applicationIds` holds an ID out of range', '/query/applicationIds');
+  // An Application outside the caller's policy has no webhooks for it (a match would reveal one).
+  if (wanted) wanted = visibleApplicationIds(principal, wanted);
   return listPage(
     ctx.db,
     {

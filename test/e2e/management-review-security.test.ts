@@ -111,6 +111,9 @@ describe('Management API review: security and access control', () => {
       const seen = unwrap(await reader.client.GET('/v1/webhooks/{webhookId}', path));
       expect(seen).toEqual({ ...full, applicationIds: [shopA.applicationId], usedAt: [] });
       expect(unwrap(await reader.client.GET('/v1/webhooks')).data.find((x) => x.id === w.id)).toEqual(seen);
+      // Nor by filtering: B is not one of its Applications, so no webhook is attached to it for the reader.
+      expect(unwrap(await reader.client.GET('/v1/webhooks', { params: { query: { applicationIds: String(appB) } } })).data).toEqual([]);
+      expect(unwrap(await writerA.client.GET('/v1/webhooks', { params: { query: { applicationIds: String(appB) } } })).data.map((x) => x.id)).toContain(w.id);
       const onlyA = await user({ applications: { [String(shopA.applicationId)]: 'write' } });
       const put = await onlyA.client.PUT('/v1/webhooks/{webhookId}', { ...path, body: { applicationIds: [shopA.applicationId], title: 'x', verb: 'POST', url: 'https://example.test/x' } });
       expect(put.response.status).toBe(403);

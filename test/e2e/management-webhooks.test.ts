@@ -216,7 +216,11 @@ describe('Management API: webhooks', () => {
     const readerList = unwrap(await reader.GET('/v1/webhooks')).data.map((w) => w.id);
     expect(readerList).toEqual(expect.arrayContaining([onA.id, onAB.id]));
     expect(readerList).not.toContain(onB.id);
-    expect(unwrap(await reader.GET('/v1/webhooks', { params: { query: { applicationIds: String(appB) } } })).data.map((w) => w.id)).toEqual([onAB.id]);
+    // B is outside the reader's policy: filtering by it finds nothing (a match would reveal that onAB is attached to B).
+    expect(unwrap(await reader.GET('/v1/webhooks', { params: { query: { applicationIds: String(appB) } } })).data.map((w) => w.id)).toEqual([]);
+    expect(unwrap(await reader.GET('/v1/webhooks', { params: { query: { applicationIds: `${appA},${appB}` } } })).data.map((w) => w.id)).toEqual(
+      expect.arrayContaining([onA.id, onAB.id]),
+    );
     // Header values (often the receiver's credentials) only for those who may change it.
     expect(unwrap(await reader.GET('/v1/webhooks/{webhookId}', path(onA.id)))).toEqual({ ...onA, headers: ['Content-Type: [redacted]', 'X-Token: [redacted]'] });
     expect((await reader.GET('/v1/webhooks/{webhookId}', path(onB.id))).response.status).toBe(404);
