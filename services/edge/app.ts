@@ -185,10 +185,34 @@ async function prepare(op: Operation, req: Request, input: RouteInput, options: 
       } catch (e) {
         throw badRequest(`Malformed JSON: ${(e as Error).message}`, '', 'MalformedJSON');
       }
+      checkNesting(input.body);
       op.validateBody(input.body);
     }
   }
   return input;
+}
+
+/**
+ * Deepest nesting of arrays and objects a body may have. JSON.parse takes far deeper documents
+ * than the rest of the request can: JSON.stringify (to store attributes as jsonb), the rule
+ * compiler and Postgres all recurse, and a body nested some thousand levels deep overflowed the
+ * stack there (a 500). No body of the API needs more than a few dozen levels.
+ */
+export const MAX_JSON_NESTING = 128;
+
+/** Refuses a body nested deeper than MAX_JSON_NESTING, pointing at the first value too deep; without recursion. */
+function checkNesting(body: unknown): void {
+  const stack: Array<{ value: unknown; depth: number; pointer: string }> = [{ value: body, depth: 0, pointer: '' }];
+  while (stack.length > 0) {
+    const { value, depth, pointer } = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_JSON_NESTING) {
+      throw badRequest(`The body is nested more than ${MAX_JSON_NESTING} levels deep`, pointer);
+    }
+    for (const [k, v] of Object.entries(value)) {
+      if (v !== null && typeof v === 'object') stack.push({ value: v, depth: depth + 1, pointer: `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}` });
+    }
+  }
 }
 
 function errorMiddleware(logger: Logger) {

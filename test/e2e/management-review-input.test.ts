@@ -2,6 +2,7 @@
 // spec's error body and a pointer at the offending value, never a 500 or a wrong answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManagementClient } from '../../sdk/index.js';
+import { newApplication } from '../helpers/fixtures.js';
 import { pointers, type ErrorLike } from '../helpers/management-users.js';
 import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp } from '../helpers/services.js';
@@ -46,6 +47,47 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const r = unwrap(await admin.GET('/v1/applications', { params: { query: { skip: Number.MAX_SAFE_INTEGER } } }));
       expect(r.data).toEqual([]);
       expect(r.totalResultSize).toBe(1);
+    });
+  });
+  describe('deeply nested bodies', () => {
+    const nested = (depth: number): string => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    const send = (method: string, path: string, body: string) =>
+      fetch(t.url + path, { method, headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': 'application/json' }, body });
+
+    it('attributes nested thousands of levels deep are a 400 pointing into them, not a 500', async () => {
+      const app = JSON.stringify(newApplication()).slice(0, -1);
+      const cases: Array<[string, string, string, string]> = [
+        ['POST', '/v1/applications', `${app},"attributes":${nested(20_000)}}`, '/attributes'],
+        ['PUT', `/v1/applications/${shop.applicationId}`, `${app},"attributes":${nested(20_000)}}`, '/attributes'],
+        ['POST', `/v1/applications/${shop.applicationId}/campaigns_search`, `{"attributes":${nested(20_000)}}`, '/attributes'],
+        [
+          'PUT',
+          `/v1/applications/${shop.applicationId}/campaigns/${shop.campaignId}/coupons`,
+          `{"batchID":"b","attributes":${nested(20_000)}}`,
+          '/attributes',
+        ],
+      ];
+      for (const [method, path, body, under] of cases) {
+        const r = await send(method, path, body);
+        expect(r.status, `${method} ${path}`).toBe(400);
+        const e = (await r.json()) as NonNullable<ErrorLike>;
+        expect(e.StatusCode).toBe(400);
+        expect(e.errors).toHaveLength(1);
+        const pointer = e.errors[0]!.source!.pointer!;
+        expect(pointer.startsWith(`${under}/a/a/`)).toBe(true);
+        // The first object past 128 levels (the body itself is the first level).
+        expect(pointer.split('/')).toHaveLength(129);
+      }
+      // Nothing was stored: the Application keeps its attributes.
+      const kept = unwrap(await admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: shop.applicationId } } }));
+      expect(kept.attributes).toEqual({});
+    });
+
+    it('a body nested up to the limit is accepted and stored as sent', async () => {
+      const deepest = JSON.parse(nested(127));
+      const r = await admin.POST('/v1/applications', { body: newApplication({ attributes: deepest }) as never });
+      expect(r.response.status).toBe(201);
+      expect(r.data!.attributes).toEqual(deepest);
     });
   });
 });
