@@ -303,23 +303,27 @@ function couponConditions(applicationId: number, campaignId: number, f: CouponFi
   return w;
 }
 
-/** Whether the campaign is in a state of the list filter `campaignState` (addendum "Campaign list states"). */
+/**
+ * Whether the campaign is in a state of the list filter `campaignState`: its one list state, first
+ * match wins as in the campaign list (addendum "Campaign list states"): archived, disabled, draft
+ * (no active ruleset, whatever its window), expired, scheduled, running.
+ */
 function inCampaignState(c: Record<string, unknown>, state: string, now: Date): boolean {
-  const enabled = c.state === 'enabled';
+  // `enabled` (this list's extra value) is the stored state, whatever the list state.
+  if (state === 'enabled') return c.state === 'enabled';
   const start = c.start_time ? new Date(c.start_time as string) : undefined;
   const end = c.end_time ? new Date(c.end_time as string) : undefined;
-  switch (state) {
-    case 'draft':
-      return enabled && c.active_ruleset_id == null;
-    case 'scheduled':
-      return enabled && start !== undefined && start > now;
-    case 'expired':
-      return enabled && end !== undefined && end <= now;
-    case 'running':
-      return enabled && c.active_ruleset_id != null && !(start && start > now) && !(end && end <= now);
-    default:
-      return c.state === state;
-  }
+  const listState =
+    c.state === 'archived' || c.state === 'disabled'
+      ? c.state
+      : c.active_ruleset_id == null
+        ? 'draft'
+        : end !== undefined && end <= now
+          ? 'expired'
+          : start !== undefined && start > now
+            ? 'scheduled'
+            : 'running';
+  return listState === state;
 }
 
 async function listCouponsPage(

@@ -2,7 +2,7 @@
 // spec's error body and a pointer at the offending value, never a 500 or a wrong answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManagementClient } from '../../sdk/index.js';
-import { newApplication } from '../helpers/fixtures.js';
+import { newApplication, newCampaign } from '../helpers/fixtures.js';
 import { pointers, type ErrorLike } from '../helpers/management-users.js';
 import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp } from '../helpers/services.js';
@@ -88,6 +88,37 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const r = await admin.POST('/v1/applications', { body: newApplication({ attributes: deepest }) as never });
       expect(r.response.status).toBe(201);
       expect(r.data!.attributes).toEqual(deepest);
+    });
+  });
+  describe('coupon list filter campaignState', () => {
+    it('says the same single state as the campaign list: a campaign without ruleset is a draft whatever its window', async () => {
+      const applicationId = shop.applicationId;
+      const hours = (h: number) => new Date(Date.now() + h * 3600_000).toISOString();
+      const windows = { future: { startTime: hours(24), endTime: hours(48) }, past: { startTime: hours(-48), endTime: hours(-24) } };
+      for (const [label, window] of Object.entries(windows)) {
+        const campaign = unwrap(
+          await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } }, body: newCampaign({ name: label, ...window }) as never }),
+        );
+        const where = { applicationId, campaignId: campaign.id };
+        const made = unwrap(
+          await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+            params: { path: where },
+            body: { usageLimit: 1, validCharacters: ['A', 'B', 'C'], couponPattern: `${label.toUpperCase()}-###`, numberOfCoupons: 1 },
+          }),
+        );
+        const code = made.data[0]!.value;
+        const listed = async (campaignState: string) =>
+          unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons/no_total', { params: { path: where, query: { campaignState } as never } })).data.map(
+            (c) => c.value,
+          );
+        const campaignsIn = async (campaignState: string) =>
+          unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId }, query: { campaignState } as never } })).data.map((c) => c.id);
+        for (const state of ['draft', 'scheduled', 'running', 'expired', 'disabled', 'archived']) {
+          const inList = (await campaignsIn(state)).includes(campaign.id);
+          expect(inList, `${label} campaign in the campaign list under ${state}`).toBe(state === 'draft');
+          expect(await listed(state), `${label} campaign's coupons under ${state}`).toEqual(state === 'draft' ? [code] : []);
+        }
+      }
     });
   });
 });
