@@ -57,6 +57,20 @@ function checkWindow(window: { startTime?: string | null; endTime?: string | nul
   }
 }
 
+/**
+ * The Application's `attributesSettings.mandatory.campaigns`: attributes every campaign must carry.
+ * A missing one is refused like a missing body property, on its would-be pointer.
+ */
+function checkMandatory(app: Record<string, unknown>, attributes: Record<string, unknown> | undefined): void {
+  const names = (app.attributes_settings as { mandatory?: { campaigns?: unknown } } | null | undefined)?.mandatory?.campaigns;
+  if (!Array.isArray(names)) return;
+  for (const name of names) {
+    if (typeof name === 'string' && (attributes === undefined || !Object.hasOwn(attributes, name) || attributes[name] === undefined)) {
+      throw badRequest(`The Application requires the campaign attribute ${JSON.stringify(name)}`, `/attributes/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    }
+  }
+}
+
 async function userName(ctx: ManagementContext, principal: Principal): Promise<string> {
   const [u] = await ctx.db.query<{ name: string; email: string }>(`SELECT name, email FROM users WHERE id = $1`, [principal.userId]);
   return u ? u.name || u.email : '';
@@ -68,8 +82,9 @@ async function checkRulesetOfCampaign(ctx: ManagementContext, campaignId: number
 }
 
 export async function createCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, body: CampaignBody) {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   checkWindow(body);
+  checkMandatory(app, body.attributes);
   if (body.activeRulesetId !== undefined) throw badRequest('A new campaign has no ruleset yet; create one with activate=true', '/activeRulesetId');
   const by = await userName(ctx, principal);
   const now = ctx.clock.now().toISOString();
@@ -201,8 +216,10 @@ export async function getCampaign(ctx: ManagementContext, principal: Principal, 
 }
 
 export async function updateCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: CampaignBody) {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   const current = await requireCampaign(ctx, applicationId, campaignId);
+  // New attributes replace the old ones whole: they must hold the mandatory ones too.
+  if (body.attributes) checkMandatory(app, body.attributes);
   // A PUT that leaves out the window keeps it (a backoffice renaming or disabling a campaign must
   // not unschedule it); null removes a bound. The window checked is the one that will be stored.
   const startTime = 'startTime' in body ? (body.startTime ?? null) : (iso(current.start_time) ?? null);

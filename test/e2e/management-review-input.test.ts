@@ -121,4 +121,44 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       }
     });
   });
+  describe("the Application's mandatory campaign attributes", () => {
+    it('are required on create and on an update that replaces the attributes, with the pointer of the missing one', async () => {
+      const applicationId = unwrap(
+        await admin.POST('/v1/applications', { body: newApplication({ attributesSettings: { mandatory: { campaigns: ['region', 'constructor'], coupons: [] } } }) as never }),
+      ).id;
+      const create = (attributes?: Record<string, unknown>) =>
+        admin.POST('/v1/applications/{applicationId}/campaigns', {
+          params: { path: { applicationId } },
+          body: newCampaign(attributes === undefined ? {} : { attributes }) as never,
+        });
+      for (const [attributes, missing] of [
+        [undefined, '/attributes/region'],
+        [{ constructor: 'x' }, '/attributes/region'],
+        // A name that every JS object answers to is not therefore present.
+        [{ region: 'EU' }, '/attributes/constructor'],
+      ] as const) {
+        const r = await create(attributes as Record<string, unknown> | undefined);
+        expect(r.response.status, JSON.stringify(attributes)).toBe(400);
+        expect(pointers(r.error as ErrorLike)).toEqual([missing]);
+      }
+      const made = await create({ region: 'EU', constructor: 'x' });
+      expect(made.response.status).toBe(201);
+      const campaignId = made.data!.id;
+      const update = (attributes?: Record<string, unknown>) =>
+        admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}', {
+          params: { path: { applicationId, campaignId } },
+          body: { name: 'renamed', ...(attributes === undefined ? {} : { attributes }) } as never,
+        });
+      const dropped = await update({ constructor: 'x' });
+      expect(dropped.response.status).toBe(400);
+      expect(pointers(dropped.error as ErrorLike)).toEqual(['/attributes/region']);
+      // Without attributes the stored ones are kept, and they hold the mandatory ones.
+      const renamed = await update();
+      expect(renamed.response.status).toBe(200);
+      expect(renamed.data!.attributes).toEqual({ region: 'EU', constructor: 'x' });
+      expect(renamed.data!.name).toBe('renamed');
+      const listed = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } } }));
+      expect(listed.data.map((c) => c.id)).toEqual([campaignId]);
+    });
+  });
 });
