@@ -86,7 +86,8 @@ function checkMandatory(app: Record<string, unknown>, attributes: Record<string,
   const names = settings?.mandatory?.coupons;
   if (!Array.isArray(names)) return;
   for (const name of names) {
-    if (typeof name === 'string' && attributes?.[name] === undefined) {
+    // Own properties only: `constructor` or `toString` are not therefore carried by every body.
+    if (typeof name === 'string' && (attributes === undefined || !Object.hasOwn(attributes, name) || attributes[name] === undefined)) {
       throw badRequest(`The Application requires the coupon attribute ${JSON.stringify(name)}`, `/attributes/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
     }
   }

@@ -121,8 +121,8 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       }
     });
   });
-  describe("the Application's mandatory campaign attributes", () => {
-    it('are required on create and on an update that replaces the attributes, with the pointer of the missing one', async () => {
+  describe("the Application's mandatory attributes", () => {
+    it('of campaigns are required on create and on an update that replaces the attributes, with the pointer of the missing one', async () => {
       const applicationId = unwrap(
         await admin.POST('/v1/applications', { body: newApplication({ attributesSettings: { mandatory: { campaigns: ['region', 'constructor'], coupons: [] } } }) as never }),
       ).id;
@@ -159,6 +159,28 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       expect(renamed.data!.name).toBe('renamed');
       const listed = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } } }));
       expect(listed.data.map((c) => c.id)).toEqual([campaignId]);
+    });
+    it('of coupons count only attributes the body carries, not names every JS object answers to', async () => {
+      const applicationId = unwrap(
+        await admin.POST('/v1/applications', { body: newApplication({ attributesSettings: { mandatory: { campaigns: [], coupons: ['constructor'] } } }) as never }),
+      ).id;
+      const campaignId = unwrap(await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } }, body: newCampaign() as never })).id;
+      const where = { applicationId, campaignId };
+      const batch = (attributes?: Record<string, unknown>) =>
+        admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+          params: { path: where },
+          body: { usageLimit: 1, validCharacters: ['A', 'B'], couponPattern: 'MAND-####', numberOfCoupons: 1, ...(attributes ? { attributes } : {}) },
+        });
+      for (const attributes of [undefined, { other: 1 }]) {
+        const r = await batch(attributes);
+        expect(r.response.status, JSON.stringify(attributes)).toBe(400);
+        expect(pointers(r.error as ErrorLike)).toEqual(['/attributes/constructor']);
+      }
+      const listed = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where } }));
+      expect(listed.totalResultSize).toBe(0);
+      const ok = await batch({ constructor: 'mail' });
+      expect(ok.response.status).toBe(200);
+      expect(ok.data!.data[0]!.attributes).toEqual({ constructor: 'mail' });
     });
   });
 });
