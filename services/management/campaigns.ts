@@ -257,8 +257,10 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
       body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
     ],
   );
+  // Deleted by a racing request since it was read.
+  if (!row) throw notFound('Campaign', '/campaignId');
   ctx.events.publish({ kind: 'campaigns', applicationId });
-  return campaignView(row!);
+  return campaignView(row);
 }
 
 export interface CampaignCopyBody {
@@ -336,7 +338,10 @@ export async function copyCampaignToApplications(
 
 export async function deleteCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number): Promise<void> {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  const rows = await ctx.db.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING id`, [campaignId, applicationId]);
+  // In a transaction, which is run again after a deadlock: the cascade to rulesets, coupons and
+  // referrals takes their locks in the opposite order to writers that change those first and the
+  // campaign row then (a ruleset deleted or activated while its campaign is deleted).
+  const rows = await ctx.db.transaction((tx) => tx.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING id`, [campaignId, applicationId]));
   if (rows.length === 0) throw notFound('Campaign', '/campaignId');
   ctx.events.publish({ kind: 'campaigns', applicationId });
 }

@@ -2,7 +2,7 @@
 // spec's error body and a pointer at the offending value, never a 500 or a wrong answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManagementClient } from '../../sdk/index.js';
-import { newApplication, newCampaign } from '../helpers/fixtures.js';
+import { newApplication, newCampaign, tenPercentOver100 } from '../helpers/fixtures.js';
 import { pointers, type ErrorLike } from '../helpers/management-users.js';
 import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp } from '../helpers/services.js';
@@ -181,6 +181,66 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const ok = await batch({ constructor: 'mail' });
       expect(ok.response.status).toBe(200);
       expect(ok.data!.data[0]!.attributes).toEqual({ constructor: 'mail' });
+    });
+  });
+  describe('writes racing with a delete', () => {
+    it('under an Application or campaign being deleted are a 404 with a pointer, never a 500', async () => {
+      const send = async (method: string, path: string, body?: unknown) => {
+        const r = await fetch(t.url + path, {
+          method,
+          headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        const text = await r.text();
+        return { what: `${method} ${path}`, status: r.status, body: text ? (JSON.parse(text) as NonNullable<ErrorLike>) : undefined };
+      };
+      const expires = new Date(Date.now() + 86400_000).toISOString();
+      const answers: Array<Awaited<ReturnType<typeof send>>> = [];
+      for (let round = 0; round < 6; round++) {
+        const s = await setupShop(t.url, t.admin);
+        const a = s.applicationId;
+        const c = s.campaignId;
+        const other = unwrap(await admin.POST('/v1/applications', { body: newApplication() as never })).id;
+        const webhook = (await send('POST', '/v1/webhooks', { applicationIds: [a], title: 'h', verb: 'POST', url: 'http://example.com' })).body as unknown as { id: number };
+        const writes: Array<Promise<Awaited<ReturnType<typeof send>>>> = [
+          new Promise((r) => setTimeout(r, round)).then(() => send('DELETE', `/v1/applications/${a}`)),
+        ];
+        for (let i = 0; i < 3; i++) {
+          writes.push(
+            send('POST', `/v1/applications/${a}/campaigns`, newCampaign()),
+            send('PUT', `/v1/applications/${a}/campaigns/${c}`, newCampaign()),
+            send('PUT', `/v1/applications/${a}`, newApplication()),
+            send('POST', `/v1/applications/${a}/api_keys`, { title: 'k', expires }),
+            send('POST', `/v1/applications/${a}/campaigns/${c}/rulesets`, tenPercentOver100()),
+            send('PUT', `/v1/applications/${a}/campaigns/${c}/rulesets/${s.rulesetId}`, tenPercentOver100()),
+            send('DELETE', `/v1/applications/${a}/campaigns/${c}/rulesets/${s.rulesetId}`),
+            send('DELETE', `/v1/applications/${a}/campaigns/${c}`),
+            send('POST', `/v1/applications/${a}/campaigns/${c}/coupons`, {
+              usageLimit: 1,
+              validCharacters: ['A', 'B', 'C'],
+              couponPattern: `R${round}${i}-####`,
+              numberOfCoupons: 50,
+            }),
+            send('POST', '/v1/webhooks', { applicationIds: [a, other], title: 'h', verb: 'POST', url: 'http://example.com' }),
+            send('PUT', `/v1/webhooks/${webhook.id}`, { applicationIds: [a], title: 'h', verb: 'POST', url: 'http://example.com' }),
+            send('POST', '/v1/loyalty_programs', { name: `race-${round}-${i}`, title: 'x', subscribedApplications: [a] }),
+          );
+        }
+        answers.push(...(await Promise.all(writes)));
+      }
+      const refused = answers.filter((r) => r.status >= 300);
+      expect(answers.filter((r) => r.status >= 500).map((r) => `${r.what}: ${r.status} ${r.body?.message}`)).toEqual([]);
+      for (const r of refused) {
+        if (r.what === 'POST /v1/loyalty_programs' && r.status === 400) {
+          // Its way of refusing an Application that is not there (any more).
+          expect(pointers(r.body)).toEqual(['/subscribedApplications/0']);
+          continue;
+        }
+        expect(r.status, r.what).toBe(404);
+        expect(r.body!.StatusCode).toBe(404);
+        expect(pointers(r.body).length, r.what).toBe(1);
+        expect(pointers(r.body)[0], r.what).toMatch(/^\/(applicationId|campaignId|rulesetId|webhookId|applicationIds\/\d+)$/);
+      }
     });
   });
 });
