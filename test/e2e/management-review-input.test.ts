@@ -243,4 +243,34 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       }
     });
   });
+  describe('the NUL character', () => {
+    it('in a body value, a property name, a query or a path parameter is a 400 pointing at it', async () => {
+      const where = { applicationId: shop.applicationId, campaignId: shop.campaignId };
+      const cases: Array<[string, { response: Response; error?: unknown }]> = [
+        ['/name', await admin.POST('/v1/applications', { body: newApplication({ name: 'a\u0000b' }) as never })],
+        ['/attributes/channel/0', await admin.POST('/v1/applications', { body: newApplication({ attributes: { channel: ['\u0000'] } }) as never })],
+        ['/attributes/a\u0000b', await admin.POST('/v1/applications', { body: newApplication({ attributes: { 'a\u0000b': 1 } }) as never })],
+        ['/tags/0', await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: where }, body: newCampaign({ tags: ['x\u0000'] }) as never })],
+        [
+          '/query/name',
+          await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: where, query: { name: 'a\u0000' } } }),
+        ],
+        [
+          '/query/value',
+          await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where, query: { value: '\u0000' } } }),
+        ],
+        [
+          '/path/integrationID',
+          await admin.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}', { params: { path: { programID: 1, integrationID: 'p\u0000' } } }),
+        ],
+      ];
+      for (const [pointer, r] of cases) {
+        expect(r.response.status, pointer).toBe(400);
+        expect((r.error as ErrorLike)?.StatusCode).toBe(400);
+        expect(pointers(r.error as ErrorLike), r.response.url).toEqual([pointer]);
+      }
+      const names = unwrap(await admin.GET('/v1/applications', {})).data.map((a) => a.name);
+      expect(names.some((n) => n?.includes('\u0000'))).toBe(false);
+    });
+  });
 });
