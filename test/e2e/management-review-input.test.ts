@@ -273,4 +273,51 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       expect(names.some((n) => n?.includes('\u0000'))).toBe(false);
     });
   });
+  describe('IDs past what the database holds (2^31 - 1)', () => {
+    it('are a 400 on the parameter or body item that holds them, not on the whole request', async () => {
+      const big = 2_147_483_648;
+      const a = shop.applicationId;
+      const c = shop.campaignId;
+      const cases: Array<[string, { response: Response; error?: unknown }]> = [
+        ['/path/applicationId', await admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: big } } })],
+        ['/path/campaignId', await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}', { params: { path: { applicationId: a, campaignId: big } } })],
+        [
+          '/path/rulesetId',
+          await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/rulesets/{rulesetId}', {
+            params: { path: { applicationId: a, campaignId: c, rulesetId: big } },
+          }),
+        ],
+        ['/path/keyId', await admin.DELETE('/v1/applications/{applicationId}/api_keys/{keyId}', { params: { path: { applicationId: a, keyId: big } } })],
+        ['/path/programID', await admin.GET('/v1/loyalty_programs/{programID}', { params: { path: { programID: big } } })],
+        ['/path/attributeId', await admin.GET('/v1/attributes/{attributeId}', { params: { path: { attributeId: big } } })],
+        ['/path/webhookId', await admin.GET('/v1/webhooks/{webhookId}', { params: { path: { webhookId: big } } })],
+        ['/path/userId', await admin.GET('/v1/users/{userId}', { params: { path: { userId: big } } })],
+        ['/query/applicationId', await admin.GET('/v1/webhook_logs', { params: { query: { applicationId: big } } })],
+        ['/query/campaignGroupId', await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: a }, query: { campaignGroupId: big } } })],
+        [
+          '/applicationIds/1',
+          await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/campaign_duplicate', {
+            params: { path: { applicationId: a, campaignId: c } },
+            body: { applicationIds: [a, big] },
+          }),
+        ],
+        ['/applicationIds/0', await admin.POST('/v1/webhooks', { body: { applicationIds: [big], title: 'h', verb: 'POST', url: 'http://example.com' } })],
+        [
+          '/subscribedApplicationsIds/0',
+          await admin.POST('/v1/attributes', { body: { entity: 'CustomerProfile', name: 'bigIds', type: 'string', subscribedApplicationsIds: [big] } }),
+        ],
+        ['/subscribedApplications/0', await admin.POST('/v1/loyalty_programs', { body: { name: 'big-ids', title: 'x', subscribedApplications: [big] } })],
+        ['/campaignGroups/0', await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: a } }, body: newCampaign({ campaignGroups: [big] }) as never })],
+      ];
+      for (const [pointer, r] of cases) {
+        expect(r.response.status, pointer).toBe(400);
+        expect((r.error as ErrorLike)?.StatusCode).toBe(400);
+        expect(pointers(r.error as ErrorLike), pointer).toEqual([pointer]);
+      }
+      // The largest ID the database holds is simply not found.
+      const largest = await admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: big - 1 } } });
+      expect(largest.response.status).toBe(404);
+      expect(pointers(largest.error as ErrorLike)).toEqual(['/applicationId']);
+    });
+  });
 });
