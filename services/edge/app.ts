@@ -175,8 +175,8 @@ async function prepare(op: Operation, req: Request, input: RouteInput, options: 
     input.principal = await authenticateBearer(options.management, req.headers.authorization);
     input.bearerToken = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
   }
-  // The Management API's refusal of NUL characters (the Integration API answers them with a
-  // 400 on the whole request, as its tests and clients expect).
+  // The Management API's refusal of text the database cannot store (the Integration API answers
+  // it with a 400 on the whole request, as its tests and clients expect).
   const management = op.security !== 'api_key_v1';
   if (management) checkParamText(input.params, input.query);
   op.validateParams(input.params, input.query);
@@ -207,29 +207,32 @@ export const MAX_JSON_NESTING = 128;
 const escapeKey = (k: string): string => k.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
- * The database stores no NUL character (U+0000) in text or jsonb: refused here, on the pointer of
- * the value, instead of as a failed statement that can only point at the whole request.
+ * Text the database cannot store: a NUL character (U+0000, in text or jsonb), or a lone UTF-16
+ * surrogate (JSON's "\ud800" escape, which has no UTF-8 form). Refused here, on the pointer of the
+ * value, instead of as a failed statement that can only point at the whole request.
  */
-const nul = (pointer: string) => badRequest('Text cannot contain the NUL character (U+0000)', pointer);
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const unstorable = (text: string): boolean => text.includes('\u0000') || loneSurrogate.test(text);
+const notText = (pointer: string) => badRequest('Text cannot contain the NUL character (U+0000) or a lone UTF-16 surrogate', pointer);
 
 function checkParamText(params: Record<string, unknown>, query: Record<string, unknown>): void {
   for (const [where, values] of [['/path', params], ['/query', query]] as const) {
     for (const [name, v] of Object.entries(values)) {
-      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === 'string' && x.includes('\u0000'))) throw nul(`${where}/${escapeKey(name)}`);
+      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === 'string' && unstorable(x))) throw notText(`${where}/${escapeKey(name)}`);
     }
   }
 }
 
 /**
  * Refuses a body nested deeper than MAX_JSON_NESTING, pointing at the first value too deep, and
- * (refuseNul) text, values or property names, holding a NUL character; without recursion.
+ * (checkText) text, values or property names, that the database cannot store; without recursion.
  */
-function checkBodyShape(body: unknown, refuseNul: boolean): void {
+function checkBodyShape(body: unknown, checkText: boolean): void {
   const stack: Array<{ value: unknown; depth: number; pointer: string }> = [{ value: body, depth: 0, pointer: '' }];
   while (stack.length > 0) {
     const { value, depth, pointer } = stack.pop()!;
     if (typeof value === 'string') {
-      if (refuseNul && value.includes('\u0000')) throw nul(pointer);
+      if (checkText && unstorable(value)) throw notText(pointer);
       continue;
     }
     if (value === null || typeof value !== 'object') continue;
@@ -238,7 +241,7 @@ function checkBodyShape(body: unknown, refuseNul: boolean): void {
     }
     for (const [k, v] of Object.entries(value)) {
       const at = `${pointer}/${escapeKey(k)}`;
-      if (refuseNul && k.includes('\u0000')) throw nul(at);
+      if (checkText && unstorable(k)) throw notText(at);
       if (typeof v === 'string' || (v !== null && typeof v === 'object')) stack.push({ value: v, depth: depth + 1, pointer: at });
     }
   }

@@ -272,6 +272,31 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const names = unwrap(await admin.GET('/v1/applications', {})).data.map((a) => a.name);
       expect(names.some((n) => n?.includes('\u0000'))).toBe(false);
     });
+
+    it('and a lone UTF-16 surrogate are refused the same way; a surrogate pair (an emoji) is kept', async () => {
+      const where = { applicationId: shop.applicationId, campaignId: shop.campaignId };
+      const send = (path: string, body: string) =>
+        fetch(t.url + path, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': 'application/json' }, body });
+      const cases: Array<[string, string, string]> = [
+        ['/v1/applications', '{"name":"a\\ud800","timezone":"UTC","currency":"EUR"}', '/name'],
+        ['/v1/applications', '{"name":"a","timezone":"UTC","currency":"EUR","attributes":{"k":["ok","\\udc00x"]}}', '/attributes/k/1'],
+        [`/v1/applications/${where.applicationId}/campaigns_search`, '{"attributes":{"a":"\\ud800"}}', '/attributes/a'],
+        [
+          `/v1/applications/${where.applicationId}/campaigns/${where.campaignId}/rulesets`,
+          '{"rules":[{"title":"\\ud800","condition":true,"effects":[]}],"bindings":[]}',
+          '/rules/0/title',
+        ],
+      ];
+      for (const [path, body, pointer] of cases) {
+        const r = await send(path, body);
+        expect(r.status, `${path} ${body}`).toBe(400);
+        const e = (await r.json()) as NonNullable<ErrorLike>;
+        expect(pointers(e)).toEqual([pointer]);
+      }
+      const ok = await admin.POST('/v1/applications', { body: newApplication({ name: 'Shop 😀' }) as never });
+      expect(ok.response.status).toBe(201);
+      expect(ok.data!.name).toBe('Shop 😀');
+    });
   });
   describe('IDs past what the database holds (2^31 - 1)', () => {
     it('are a 400 on the parameter or body item that holds them, not on the whole request', async () => {
