@@ -339,6 +339,16 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
         expect((r.error as ErrorLike)?.StatusCode).toBe(400);
         expect(pointers(r.error as ErrorLike), pointer).toEqual([pointer]);
       }
+      // Bigint IDs (sessions, referrals) past what a JSON number holds exactly.
+      const huge = 2 ** 63;
+      const session = await admin.GET('/v1/applications/{applicationId}/sessions/{sessionId}', { params: { path: { applicationId: a, sessionId: huge } } });
+      expect(session.response.status).toBe(400);
+      expect(pointers(session.error as ErrorLike)).toEqual(['/path/sessionId']);
+      const byReferral = await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: { applicationId: a, campaignId: c }, query: { referralId: huge } },
+      });
+      expect(byReferral.response.status).toBe(400);
+      expect(pointers(byReferral.error as ErrorLike)).toEqual(['/query/referralId']);
       // The largest ID the database holds is simply not found.
       const largest = await admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: big - 1 } } });
       expect(largest.response.status).toBe(404);
