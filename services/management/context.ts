@@ -57,7 +57,7 @@ export async function requireApplication(
   if (!granted) throw notFound('Application', '/applicationId');
   if (access === 'write' && granted !== 'write') {
     throw new AppError('permission_denied', 'This user may not change this Application', [
-      { title: 'Forbidden', details: 'write access to the Application is required', source: { parameter: 'applicationId' } },
+      { title: 'Forbidden', details: 'write access to the Application is required', source: { pointer: '/applicationId', parameter: 'applicationId' } },
     ]);
   }
   return row;
@@ -65,7 +65,10 @@ export async function requireApplication(
 
 export function requireAdmin(principal: Principal): void {
   if (!isAdmin(principal)) {
-    throw new AppError('permission_denied', 'Only an admin may do this', [{ title: 'Forbidden', details: 'admin role required' }]);
+    throw new AppError('permission_denied', 'Only an admin may do this', [
+      // The caller's credential is what lacks the role.
+      { title: 'Forbidden', details: 'admin role required', source: { pointer: '/headers/authorization' } },
+    ]);
   }
 }
 

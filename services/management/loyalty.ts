@@ -402,7 +402,7 @@ function requireLedgerWriter(principal: Principal, program: Record<string, unkno
   const grants = principal.policy.applications ?? {};
   if (subscribed.some((id) => grants[String(id)] === 'write')) return;
   throw new AppError('permission_denied', 'This user may not change ledgers of this loyalty program', [
-    { title: 'Forbidden', details: 'admin role, or write access to an Application subscribed to the program, is required', source: { parameter: 'programID' } },
+    { title: 'Forbidden', details: 'admin role, or write access to an Application subscribed to the program, is required', source: { pointer: '/programID', parameter: 'programID' } },
   ]);
 }
 

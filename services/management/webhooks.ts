@@ -139,7 +139,7 @@ function requireWriteOnAttached(principal: Principal, applicationIds: readonly n
   const denied = applicationIds.filter((id) => principal.policy.applications?.[String(id)] !== 'write');
   if (denied.length > 0) {
     throw new AppError('permission_denied', 'This user may not change this webhook', [
-      { title: 'Forbidden', details: `write access to Applications ${denied.join(', ')} is required`, source: { parameter: 'webhookId' } },
+      { title: 'Forbidden', details: `write access to Applications ${denied.join(', ')} is required`, source: { pointer: '/webhookId', parameter: 'webhookId' } },
     ]);
   }
 }

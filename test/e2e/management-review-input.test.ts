@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManagementClient } from '../../sdk/index.js';
 import { newApplication, newCampaign, tenPercentOver100 } from '../helpers/fixtures.js';
-import { pointers, type ErrorLike } from '../helpers/management-users.js';
+import { pointers, policyUser, type ErrorLike } from '../helpers/management-users.js';
 import { setupShop, startTestNode, unwrap, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp } from '../helpers/services.js';
 
@@ -364,6 +364,42 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const largest = await admin.GET('/v1/applications/{applicationId}', { params: { path: { applicationId: big - 1 } } });
       expect(largest.response.status).toBe(404);
       expect(pointers(largest.error as ErrorLike)).toEqual(['/applicationId']);
+    });
+  });
+  describe('refusals for lack of permission', () => {
+    it('are 403s with the spec body and a pointer at what the caller may not use', async () => {
+      const a = shop.applicationId;
+      const other = unwrap(await admin.POST('/v1/applications', { body: newApplication() as never })).id;
+      const program = unwrap(await admin.POST('/v1/loyalty_programs', { body: { name: 'perm-check', title: 'x', subscribedApplications: [a] } })).id;
+      const webhook = unwrap(await admin.POST('/v1/webhooks', { body: { applicationIds: [a, other], title: 'h', verb: 'POST', url: 'http://example.com' } })).id;
+      const reader = await policyUser(t, { applications: { [String(a)]: 'read', [String(other)]: 'write' } });
+      const cases: Array<[string, { response: Response; error?: unknown }]> = [
+        ['/headers/authorization', await reader.POST('/v1/applications', { body: newApplication() as never })],
+        ['/headers/authorization', await reader.POST('/v1/attributes', { body: { entity: 'CustomerProfile', name: 'permCheck', type: 'string' } })],
+        ['/applicationId', await reader.PUT('/v1/applications/{applicationId}', { params: { path: { applicationId: a } }, body: newApplication() as never })],
+        ['/applicationId', await reader.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: a } }, body: newCampaign() as never })],
+        [
+          '/programID',
+          await reader.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', {
+            params: { path: { programID: program, integrationID: 'someone' } },
+            body: { points: 1 },
+          }),
+        ],
+        [
+          '/webhookId',
+          await reader.PUT('/v1/webhooks/{webhookId}', {
+            params: { path: { webhookId: webhook } },
+            body: { applicationIds: [other], title: 'h', verb: 'POST', url: 'http://example.com' },
+          }),
+        ],
+      ];
+      for (const [pointer, r] of cases) {
+        expect(r.response.status, r.response.url).toBe(403);
+        const e = r.error as ErrorLike;
+        expect(e?.StatusCode).toBe(403);
+        expect(e?.message).toEqual(expect.any(String));
+        expect(pointers(e), r.response.url).toEqual([pointer]);
+      }
     });
   });
 });
