@@ -269,9 +269,9 @@ export interface CampaignCopyBody {
 }
 
 /** requireApplication for an Application named in a body, so the error points at the body item. */
-async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<void> {
+async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<Record<string, unknown>> {
   try {
-    await requireApplication(db, principal, applicationId, 'write');
+    return await requireApplication(db, principal, applicationId, 'write');
   } catch (e) {
     if (!(e instanceof AppError)) throw e;
     throw new AppError(e.kind, e.message, [{ title: e.errors[0]?.title ?? e.message, details: e.message, source: { pointer } }]);
@@ -293,7 +293,16 @@ export async function copyCampaignToApplications(
 ) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
   const source = await requireCampaign(ctx, applicationId, campaignId);
-  for (const [i, target] of body.applicationIds.entries()) await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+  for (const [i, target] of body.applicationIds.entries()) {
+    const app = await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+    // The copy must carry what its Application requires, like a campaign created there.
+    try {
+      checkMandatory(app, source.attributes as Record<string, unknown>);
+    } catch (e) {
+      if (!(e instanceof AppError)) throw e;
+      throw badRequest(`${e.message}, which the campaign does not carry`, `/applicationIds/${i}`);
+    }
+  }
   const [ruleset] = source.active_ruleset_id
     ? await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [source.active_ruleset_id, campaignId])
     : [];

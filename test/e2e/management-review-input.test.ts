@@ -182,6 +182,35 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       expect(ok.response.status).toBe(200);
       expect(ok.data!.data[0]!.attributes).toEqual({ constructor: 'mail' });
     });
+    it('of campaigns hold for a copy into the Application too; a refused copy copies nothing', async () => {
+      const source = shop.applicationId;
+      const strict = unwrap(
+        await admin.POST('/v1/applications', { body: newApplication({ attributesSettings: { mandatory: { campaigns: ['region'], coupons: [] } } }) as never }),
+      ).id;
+      const plain = unwrap(await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: source } }, body: newCampaign({ name: 'plain' }) as never }));
+      const count = async (applicationId: number) =>
+        unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } } })).totalResultSize;
+      const before = [await count(source), await count(strict)];
+      const refused = await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/campaign_duplicate', {
+        params: { path: { applicationId: source, campaignId: plain.id } },
+        body: { applicationIds: [source, strict] },
+      });
+      expect(refused.response.status).toBe(400);
+      expect(pointers(refused.error as ErrorLike)).toEqual(['/applicationIds/1']);
+      expect([await count(source), await count(strict)]).toEqual(before);
+      const regional = unwrap(
+        await admin.POST('/v1/applications/{applicationId}/campaigns', {
+          params: { path: { applicationId: source } },
+          body: newCampaign({ name: 'regional', attributes: { region: 'EU' } }) as never,
+        }),
+      );
+      const copied = await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/campaign_duplicate', {
+        params: { path: { applicationId: source, campaignId: regional.id } },
+        body: { applicationIds: [strict] },
+      });
+      expect(copied.response.status).toBe(201);
+      expect(copied.data!.data.map((c) => [c.applicationId, c.name, c.attributes])).toEqual([[strict, 'regional', { region: 'EU' }]]);
+    });
   });
   describe('writes racing with a delete', () => {
     it('under an Application or campaign being deleted are a 404 with a pointer, never a 500', async () => {
