@@ -431,4 +431,48 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       }
     });
   });
+  describe('date-time values', () => {
+    it('that JS cannot read or the database cannot hold are a 400 on their pointer; the range of years 1 to 9999 works', async () => {
+      const a = shop.applicationId;
+      const where = { applicationId: a, campaignId: shop.campaignId };
+      const hourOffset = '2026-01-01T00:00:00+01';
+      const range = { rangeStart: '2020-01-01T00:00:00Z', rangeEnd: '2030-01-01T00:00:00Z' };
+      const cases: Array<[string, { response: Response; error?: unknown }]> = [
+        ['/query/rangeStart', await admin.GET('/v1/access_logs', { params: { query: { ...range, rangeStart: hourOffset } } })],
+        ['/query/rangeEnd', await admin.GET('/v1/applications/{applicationId}/access_logs', { params: { path: { applicationId: a }, query: { ...range, rangeEnd: hourOffset } } })],
+        ['/query/createdBefore', await admin.GET('/v1/webhook_logs', { params: { query: { createdBefore: hourOffset } } })],
+        ['/query/createdBefore', await admin.GET('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: a }, query: { createdBefore: '0000-01-01T00:00:00Z' } } })],
+        [
+          '/query/expiresBefore',
+          await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where, query: { expiresBefore: '9999-12-31T23:59:59-01:00' } } }),
+        ],
+        [
+          '/startTime',
+          await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId: a } }, body: newCampaign({ startTime: '9999-12-31T23:59:59-01:00' }) as never }),
+        ],
+        [
+          '/startDate',
+          await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+            params: { path: where },
+            body: { usageLimit: 1, validCharacters: ['A', 'B'], couponPattern: 'DATE-######', numberOfCoupons: 1, startDate: '0001-01-01T00:00:00+01:00' },
+          }),
+        ],
+      ];
+      for (const [pointer, r] of cases) {
+        expect(r.response.status, r.response.url).toBe(400);
+        expect((r.error as ErrorLike)?.StatusCode).toBe(400);
+        expect(pointers(r.error as ErrorLike), r.response.url).toEqual([pointer]);
+      }
+      // The bounds themselves, and an offset without colon, are taken.
+      const logs = await admin.GET('/v1/access_logs', { params: { query: { rangeStart: '0001-01-01T00:00:00Z', rangeEnd: '9999-12-31T23:59:59Z' } } });
+      expect(logs.response.status).toBe(200);
+      expect(logs.data!.totalResultSize).toBeGreaterThan(0);
+      const made = await admin.POST('/v1/applications/{applicationId}/campaigns', {
+        params: { path: { applicationId: a } },
+        body: newCampaign({ startTime: '2026-01-01T00:00:00+0100', endTime: '9999-12-31T23:59:59Z' }) as never,
+      });
+      expect(made.response.status).toBe(201);
+      expect([made.data!.startTime, made.data!.endTime]).toEqual(['2025-12-31T23:00:00.000Z', '9999-12-31T23:59:59.000Z']);
+    });
+  });
 });
