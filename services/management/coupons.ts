@@ -380,6 +380,11 @@ export async function deleteCoupons(ctx: ManagementContext, principal: Principal
   for (const name of Object.keys(filters)) {
     if (!FILTERS.has(name)) throw badRequest(`Unknown filter ${JSON.stringify(name)}; filters: ${[...FILTERS].join(', ')}`, `/query/${name}`);
   }
+  // `exactMatch` only qualifies `value`: alone it filters nothing, and `?exactMatch=true` meant
+  // to delete one code would delete them all.
+  if (filters.exactMatch !== undefined && filters.value === undefined) {
+    throw badRequest('`exactMatch` needs `value`: alone it would delete every coupon of the campaign', '/query/exactMatch');
+  }
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   const w = couponConditions(applicationId, campaignId, filters, ctx.clock.now().toISOString());

@@ -475,4 +475,30 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       expect([made.data!.startTime, made.data!.endTime]).toEqual(['2025-12-31T23:00:00.000Z', '9999-12-31T23:59:59.000Z']);
     });
   });
+  describe('deleting coupons', () => {
+    it('refuses exactMatch without value instead of deleting every coupon of the campaign', async () => {
+      const applicationId = shop.applicationId;
+      const campaignId = unwrap(await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } }, body: newCampaign() as never })).id;
+      const where = { applicationId, campaignId };
+      const made = unwrap(
+        await admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+          params: { path: where },
+          body: { usageLimit: 1, validCharacters: ['A', 'B', 'C'], couponPattern: 'KEEP-####', numberOfCoupons: 3 },
+        }),
+      );
+      const r = await admin.DELETE('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where, query: { exactMatch: true } } });
+      expect(r.response.status).toBe(400);
+      expect(pointers(r.error as ErrorLike)).toEqual(['/query/exactMatch']);
+      const left = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where } }));
+      expect(left.data.map((c) => c.value).sort()).toEqual(made.data.map((c) => c.value).sort());
+      // With value it deletes exactly that code.
+      const one = made.data[0]!.value;
+      const d = await admin.DELETE('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: where, query: { value: one.toLowerCase(), exactMatch: true } },
+      });
+      expect(d.response.status).toBe(204);
+      const rest = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where } }));
+      expect(rest.data.map((c) => c.value).sort()).toEqual(made.data.slice(1).map((c) => c.value).sort());
+    });
+  });
 });
