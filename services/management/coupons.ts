@@ -385,6 +385,10 @@ export async function deleteCoupons(ctx: ManagementContext, principal: Principal
   if (filters.exactMatch !== undefined && filters.value === undefined) {
     throw badRequest('`exactMatch` needs `value`: alone it would delete every coupon of the campaign', '/query/exactMatch');
   }
+  // Likewise a `value` with no letter or digit (A-Z, 0-9) that count: it matches every code.
+  if (filters.value !== undefined && !filters.exactMatch && foldCode(filters.value) === '') {
+    throw badRequest('`value` has no letter or digit (A-Z, 0-9) to match: it would delete every coupon of the campaign', '/query/value');
+  }
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   const w = couponConditions(applicationId, campaignId, filters, ctx.clock.now().toISOString());

@@ -476,7 +476,7 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
     });
   });
   describe('deleting coupons', () => {
-    it('refuses exactMatch without value instead of deleting every coupon of the campaign', async () => {
+    it('refuses exactMatch without value, or a value without letters or digits, instead of deleting every coupon of the campaign', async () => {
       const applicationId = shop.applicationId;
       const campaignId = unwrap(await admin.POST('/v1/applications/{applicationId}/campaigns', { params: { path: { applicationId } }, body: newCampaign() as never })).id;
       const where = { applicationId, campaignId };
@@ -489,6 +489,12 @@ describe.skipIf(!postgresUp)('Management API review: input robustness', () => {
       const r = await admin.DELETE('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where, query: { exactMatch: true } } });
       expect(r.response.status).toBe(400);
       expect(pointers(r.error as ErrorLike)).toEqual(['/query/exactMatch']);
+      // A value of which nothing counts (only non-alphanumerics, or letters beyond A-Z) would match every code.
+      for (const value of ['-', 'Ü', '']) {
+        const v = await admin.DELETE('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where, query: { value } } });
+        expect(v.response.status, JSON.stringify(value)).toBe(400);
+        expect(pointers(v.error as ErrorLike)).toEqual(['/query/value']);
+      }
       const left = unwrap(await admin.GET('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', { params: { path: where } }));
       expect(left.data.map((c) => c.value).sort()).toEqual(made.data.map((c) => c.value).sort());
       // With value it deletes exactly that code.
