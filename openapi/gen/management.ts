@@ -841,6 +841,7 @@ export interface components {
             };
             /** @enum {string} */
             state?: "enabled" | "disabled" | "archived";
+            /** Format: int32 */
             activeRulesetId?: number;
             tags?: string[];
             features?: ("coupons" | "referrals" | "loyalty" | "giveaways" | "strikethrough" | "achievements")[];

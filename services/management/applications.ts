@@ -150,8 +150,10 @@ export async function updateApplication(ctx: ManagementContext, principal: Princ
       ctx.clock.now().toISOString(),
     ],
   );
+  // Deleted by a racing request since it was checked.
+  if (!row) throw notFound('Application', '/applicationId');
   ctx.events.publish({ kind: 'application', applicationId });
-  return viewWithPrograms(ctx.db, principal, row!);
+  return viewWithPrograms(ctx.db, principal, row);
 }
 
 /**

@@ -57,6 +57,20 @@ function checkWindow(window: { startTime?: string | null; endTime?: string | nul
   }
 }
 
+/**
+ * The Application's `attributesSettings.mandatory.campaigns`: attributes every campaign must carry.
+ * A missing one is refused like a missing body property, on its would-be pointer.
+ */
+function checkMandatory(app: Record<string, unknown>, attributes: Record<string, unknown> | undefined): void {
+  const names = (app.attributes_settings as { mandatory?: { campaigns?: unknown } } | null | undefined)?.mandatory?.campaigns;
+  if (!Array.isArray(names)) return;
+  for (const name of names) {
+    if (typeof name === 'string' && (attributes === undefined || !Object.hasOwn(attributes, name) || attributes[name] === undefined)) {
+      throw badRequest(`The Application requires the campaign attribute ${JSON.stringify(name)}`, `/attributes/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    }
+  }
+}
+
 async function userName(ctx: ManagementContext, principal: Principal): Promise<string> {
   const [u] = await ctx.db.query<{ name: string; email: string }>(`SELECT name, email FROM users WHERE id = $1`, [principal.userId]);
   return u ? u.name || u.email : '';
@@ -68,8 +82,9 @@ async function checkRulesetOfCampaign(ctx: ManagementContext, campaignId: number
 }
 
 export async function createCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, body: CampaignBody) {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   checkWindow(body);
+  checkMandatory(app, body.attributes);
   if (body.activeRulesetId !== undefined) throw badRequest('A new campaign has no ruleset yet; create one with activate=true', '/activeRulesetId');
   const by = await userName(ctx, principal);
   const now = ctx.clock.now().toISOString();
@@ -201,8 +216,10 @@ export async function getCampaign(ctx: ManagementContext, principal: Principal, 
 }
 
 export async function updateCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: CampaignBody) {
-  await requireApplication(ctx.db, principal, applicationId, 'write');
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   const current = await requireCampaign(ctx, applicationId, campaignId);
+  // New attributes replace the old ones whole: they must hold the mandatory ones too.
+  if (body.attributes) checkMandatory(app, body.attributes);
   // A PUT that leaves out the window keeps it (a backoffice renaming or disabling a campaign must
   // not unschedule it); null removes a bound. The window checked is the one that will be stored.
   const startTime = 'startTime' in body ? (body.startTime ?? null) : (iso(current.start_time) ?? null);
@@ -240,8 +257,10 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
       body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
     ],
   );
+  // Deleted by a racing request since it was read.
+  if (!row) throw notFound('Campaign', '/campaignId');
   ctx.events.publish({ kind: 'campaigns', applicationId });
-  return campaignView(row!);
+  return campaignView(row);
 }
 
 export interface CampaignCopyBody {
@@ -250,9 +269,9 @@ export interface CampaignCopyBody {
 }
 
 /** requireApplication for an Application named in a body, so the error points at the body item. */
-async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<void> {
+async function requireTarget(db: Queryable, principal: Principal, applicationId: number, pointer: string): Promise<Record<string, unknown>> {
   try {
-    await requireApplication(db, principal, applicationId, 'write');
+    return await requireApplication(db, principal, applicationId, 'write');
   } catch (e) {
     if (!(e instanceof AppError)) throw e;
     throw new AppError(e.kind, e.message, [{ title: e.errors[0]?.title ?? e.message, details: e.message, source: { pointer } }]);
@@ -274,7 +293,16 @@ export async function copyCampaignToApplications(
 ) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
   const source = await requireCampaign(ctx, applicationId, campaignId);
-  for (const [i, target] of body.applicationIds.entries()) await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+  for (const [i, target] of body.applicationIds.entries()) {
+    const app = await requireTarget(ctx.db, principal, target, `/applicationIds/${i}`);
+    // The copy must carry what its Application requires, like a campaign created there.
+    try {
+      checkMandatory(app, source.attributes as Record<string, unknown>);
+    } catch (e) {
+      if (!(e instanceof AppError)) throw e;
+      throw badRequest(`${e.message}, which the campaign does not carry`, `/applicationIds/${i}`);
+    }
+  }
   const [ruleset] = source.active_ruleset_id
     ? await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [source.active_ruleset_id, campaignId])
     : [];
@@ -319,7 +347,10 @@ export async function copyCampaignToApplications(
 
 export async function deleteCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number): Promise<void> {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  const rows = await ctx.db.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING id`, [campaignId, applicationId]);
+  // In a transaction, which is run again after a deadlock: the cascade to rulesets, coupons and
+  // referrals takes their locks in the opposite order to writers that change those first and the
+  // campaign row then (a ruleset deleted or activated while its campaign is deleted).
+  const rows = await ctx.db.transaction((tx) => tx.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING id`, [campaignId, applicationId]));
   if (rows.length === 0) throw notFound('Campaign', '/campaignId');
   ctx.events.publish({ kind: 'campaigns', applicationId });
 }

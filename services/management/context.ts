@@ -88,6 +88,10 @@ export interface ListQuery {
 export function paging(query: ListQuery, sortable: Record<string, string>, defaultSort = 'id'): { clause: string; pageSize: number; skip: number } {
   const pageSize = query.pageSize ?? 1000;
   const skip = query.skip ?? 0;
+  // Both end up in the SQL text: only whole numbers the database can take get there (the query
+  // validator lets `skip=1e400` through as Infinity, and 1e20 is past bigint).
+  if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw badRequest('`pageSize` must be a whole number from 1 to 1000', '/query/pageSize');
+  if (!Number.isSafeInteger(skip) || skip < 0) throw badRequest(`\`skip\` must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`, '/query/skip');
   const sort = query.sort ?? defaultSort;
   const desc = sort.startsWith('-');
   const field = desc ? sort.slice(1) : sort;

@@ -86,7 +86,8 @@ function checkMandatory(app: Record<string, unknown>, attributes: Record<string,
   const names = settings?.mandatory?.coupons;
   if (!Array.isArray(names)) return;
   for (const name of names) {
-    if (typeof name === 'string' && attributes?.[name] === undefined) {
+    // Own properties only: `constructor` or `toString` are not therefore carried by every body.
+    if (typeof name === 'string' && (attributes === undefined || !Object.hasOwn(attributes, name) || attributes[name] === undefined)) {
       throw badRequest(`The Application requires the coupon attribute ${JSON.stringify(name)}`, `/attributes/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
     }
   }
@@ -303,23 +304,27 @@ function couponConditions(applicationId: number, campaignId: number, f: CouponFi
   return w;
 }
 
-/** Whether the campaign is in a state of the list filter `campaignState` (addendum "Campaign list states"). */
+/**
+ * Whether the campaign is in a state of the list filter `campaignState`: its one list state, first
+ * match wins as in the campaign list (addendum "Campaign list states"): archived, disabled, draft
+ * (no active ruleset, whatever its window), expired, scheduled, running.
+ */
 function inCampaignState(c: Record<string, unknown>, state: string, now: Date): boolean {
-  const enabled = c.state === 'enabled';
+  // `enabled` (this list's extra value) is the stored state, whatever the list state.
+  if (state === 'enabled') return c.state === 'enabled';
   const start = c.start_time ? new Date(c.start_time as string) : undefined;
   const end = c.end_time ? new Date(c.end_time as string) : undefined;
-  switch (state) {
-    case 'draft':
-      return enabled && c.active_ruleset_id == null;
-    case 'scheduled':
-      return enabled && start !== undefined && start > now;
-    case 'expired':
-      return enabled && end !== undefined && end <= now;
-    case 'running':
-      return enabled && c.active_ruleset_id != null && !(start && start > now) && !(end && end <= now);
-    default:
-      return c.state === state;
-  }
+  const listState =
+    c.state === 'archived' || c.state === 'disabled'
+      ? c.state
+      : c.active_ruleset_id == null
+        ? 'draft'
+        : end !== undefined && end <= now
+          ? 'expired'
+          : start !== undefined && start > now
+            ? 'scheduled'
+            : 'running';
+  return listState === state;
 }
 
 async function listCouponsPage(
@@ -374,6 +379,15 @@ const FILTERS: ReadonlySet<string> = new Set<keyof CouponFilters>([
 export async function deleteCoupons(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, filters: CouponFilters): Promise<number> {
   for (const name of Object.keys(filters)) {
     if (!FILTERS.has(name)) throw badRequest(`Unknown filter ${JSON.stringify(name)}; filters: ${[...FILTERS].join(', ')}`, `/query/${name}`);
+  }
+  // `exactMatch` only qualifies `value`: alone it filters nothing, and `?exactMatch=true` meant
+  // to delete one code would delete them all.
+  if (filters.exactMatch !== undefined && filters.value === undefined) {
+    throw badRequest('`exactMatch` needs `value`: alone it would delete every coupon of the campaign', '/query/exactMatch');
+  }
+  // Likewise a `value` with no letter or digit (A-Z, 0-9) that count: it matches every code.
+  if (filters.value !== undefined && !filters.exactMatch && foldCode(filters.value) === '') {
+    throw badRequest('`value` has no letter or digit (A-Z, 0-9) to match: it would delete every coupon of the campaign', '/query/value');
   }
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);

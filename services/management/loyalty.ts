@@ -154,12 +154,17 @@ async function checkProgram(db: Queryable, principal: Principal, body: LoyaltyPr
   }
 }
 
-/** Subscribes exactly these Applications (of the account: one deleted meanwhile is skipped). */
+/**
+ * Subscribes exactly these Applications (of the account: one deleted meanwhile is skipped; the
+ * rows are locked as they are read, so that one whose delete commits meanwhile is skipped rather
+ * than failing the foreign key).
+ */
 async function setSubscriptions(tx: Queryable, principal: Principal, programId: number, ids: number[]): Promise<void> {
   await tx.query(`DELETE FROM loyalty_program_applications WHERE program_id = $1`, [programId]);
   await tx.query(
     `INSERT INTO loyalty_program_applications (program_id, application_id)
      SELECT $1, id FROM applications WHERE account_id = $2 AND id IN (SELECT jsonb_array_elements_text($3::jsonb)::int)
+     FOR KEY SHARE
      ON CONFLICT DO NOTHING`,
     [programId, principal.accountId, JSON.stringify(ids)],
   );

@@ -209,10 +209,20 @@ export async function createWebhook(ctx: ManagementContext, principal: Principal
 }
 
 async function attach(db: Queryable, webhookId: number, applicationIds: readonly number[]): Promise<void> {
-  await db.query(
-    `INSERT INTO webhook_applications (webhook_id, application_id) SELECT $1, a FROM unnest($2::int[]) AS a ON CONFLICT DO NOTHING`,
-    [webhookId, [...applicationIds]],
-  );
+  try {
+    await db.query(
+      `INSERT INTO webhook_applications (webhook_id, application_id) SELECT $1, a FROM unnest($2::int[]) AS a ON CONFLICT DO NOTHING`,
+      [webhookId, [...applicationIds]],
+    );
+  } catch (e) {
+    // An Application deleted since it was checked (the insert's foreign key): as if it had been gone then.
+    const gone = /\(application_id\)=\((\d+)\)/.exec(String((e as { code?: string; detail?: string }).code === '23503' ? (e as { detail?: string }).detail : ''));
+    if (!gone) throw e;
+    const i = applicationIds.indexOf(Number(gone[1]));
+    throw new AppError('not_found', `Application ${gone[1]} not found`, [
+      { title: 'Not Found', details: `Application ${gone[1]} not found`, source: { pointer: i >= 0 ? `/applicationIds/${i}` : '/applicationIds' } },
+    ]);
+  }
 }
 
 /** GET /v1/webhooks: with `applicationIds`, only webhooks attached to any of them. */

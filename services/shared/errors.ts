@@ -128,7 +128,8 @@ export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 /**
  * Anything thrown that is not an AppError becomes an internal error without internals, except a
  * database "data exception" (SQLSTATE class 22: a number out of range, a date the database cannot
- * hold, a NUL character in text): that is a value the client sent, so a 400.
+ * hold, a NUL character in text): that is a value the client sent, so a 400; and a reference to a
+ * row deleted by a racing request (23503 on insert or update): a 404.
  */
 export function toAppError(e: unknown): AppError {
   if (e instanceof AppError) return e;
@@ -137,6 +138,17 @@ export function toAppError(e: unknown): AppError {
     return new AppError('invalid_argument', 'A value of the request cannot be stored: it is out of range or malformed', [
       { title: 'InvalidValue', details: 'a number, date or text of the request is outside what can be stored', source: { pointer: '' } },
     ]);
+  }
+  // A write that references a row deleted meanwhile (a campaign created while its Application is
+  // deleted): the row the request names is gone, as if it had been gone at the start: a 404 on
+  // the referencing column's name, e.g. `Key (application_id)=(5) is not present in table "applications"`.
+  if (code === '23503') {
+    const m = /^Key \(([a-z_]+)\)=\(.*\) is not present in table "([a-z_]+)"/.exec(String((e as { detail?: unknown }).detail ?? ''));
+    if (m) {
+      const what = m[2]!.replace(/s$/, '').replace(/(^|_)([a-z])/g, (_, sep: string, c: string) => (sep ? ' ' : '') + c.toUpperCase());
+      const pointer = '/' + m[1]!.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      return new AppError('not_found', `${what} not found`, [{ title: 'Not Found', details: `${what} not found (deleted meanwhile)`, source: { pointer } }]);
+    }
   }
   return new AppError('internal', 'Internal server error');
 }
