@@ -228,21 +228,31 @@ function checkParamText(params: Record<string, unknown>, query: Record<string, u
  * (checkText) text, values or property names, that the database cannot store; without recursion.
  */
 function checkBodyShape(body: unknown, checkText: boolean): void {
-  const stack: Array<{ value: unknown; depth: number; pointer: string }> = [{ value: body, depth: 0, pointer: '' }];
+  // Runs on every request (the Integration API's hot path too): the pointer of a value is built
+  // only when it is refused, from the chain of parents.
+  interface Entry {
+    value: unknown;
+    depth: number;
+    parent: Entry | undefined;
+    key: string;
+  }
+  const pointerOf = (e: Entry | undefined): string => (e === undefined || e.parent === undefined ? '' : `${pointerOf(e.parent)}/${escapeKey(e.key)}`);
+  const stack: Entry[] = [{ value: body, depth: 0, parent: undefined, key: '' }];
   while (stack.length > 0) {
-    const { value, depth, pointer } = stack.pop()!;
+    const entry = stack.pop()!;
+    const value = entry.value;
     if (typeof value === 'string') {
-      if (checkText && unstorable(value)) throw notText(pointer);
+      if (checkText && unstorable(value)) throw notText(pointerOf(entry));
       continue;
     }
     if (value === null || typeof value !== 'object') continue;
-    if (depth >= MAX_JSON_NESTING) {
-      throw badRequest(`The body is nested more than ${MAX_JSON_NESTING} levels deep`, pointer);
+    if (entry.depth >= MAX_JSON_NESTING) {
+      throw badRequest(`The body is nested more than ${MAX_JSON_NESTING} levels deep`, pointerOf(entry));
     }
-    for (const [k, v] of Object.entries(value)) {
-      const at = `${pointer}/${escapeKey(k)}`;
-      if (checkText && unstorable(k)) throw notText(at);
-      if (typeof v === 'string' || (v !== null && typeof v === 'object')) stack.push({ value: v, depth: depth + 1, pointer: at });
+    for (const k in value) {
+      const v = (value as Record<string, unknown>)[k];
+      if (checkText && unstorable(k)) throw notText(pointerOf({ value: v, depth: 0, parent: entry, key: k }));
+      if ((checkText && typeof v === 'string') || (v !== null && typeof v === 'object')) stack.push({ value: v, depth: entry.depth + 1, parent: entry, key: k });
     }
   }
 }
