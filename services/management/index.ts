@@ -1,6 +1,9 @@
 // Management API use cases: log in and tokens, Applications, campaigns, rulesets (compile-checked
-// by the engine), Integration API keys and custom attributes, with the account and role checks of every call.
-// Each function takes the caller (Principal) and validated input, and returns the JSON to send.
+// by the engine), Integration API keys, coupons and referrals, loyalty programs and ledgers,
+// custom attributes, webhooks, the sessions view, access and webhook logs (with the batched access
+// log writer), users, invites, password recovery and their mail outbox, and the account; with the
+// account and role checks of every call. Each function takes the caller (Principal) and validated
+// input, and returns the JSON to send.
 export * from './context.js';
 export * from './auth.js';
 export * from './api-keys.js';
