@@ -38,5 +38,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       return {};
     },
     createReferral: (call) => referrals.create(call),
+    // ---- handlers G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    // ---- handlers H: audiences (issue 6; keep this marker) ----
   };
 }

@@ -87,6 +87,8 @@ export interface PortCalls {
   trackEvent: TrackEventCall;
   deleteCustomerData: DeleteCustomerDataCall;
   createReferral: CreateReferralCall;
+  // ---- calls G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+  // ---- calls H: audiences (issue 6; keep this marker) ----
 }
 export type PortOperation = keyof PortCalls;
 
@@ -99,6 +101,8 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'trackEvent',
   'deleteCustomerData',
   'createReferral',
+  // ---- operations G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+  // ---- operations H: audiences (issue 6; keep this marker) ----
 ];
 
 export interface PortResult<T> {
@@ -121,6 +125,8 @@ export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession'
  */
 export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortCalls[O]): string {
   switch (operation) {
+    // ---- keys G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    // ---- keys H: audiences (issue 6; keep this marker) ----
     case 'updateSession':
     case 'getSession':
     case 'returnSession':

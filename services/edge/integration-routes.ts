@@ -16,6 +16,8 @@ export const idempotencyKeyOf = (headers: RouteInput['headers']): string | undef
 export function integrationHandlers(port: IntegrationPort): Record<string, RouteHandler> {
   return {
     ...customerHandlers(port),
+    // ---- handlers G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    // ---- handlers H: audiences (issue 6; keep this marker) ----
     updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,

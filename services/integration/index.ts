@@ -13,3 +13,5 @@ export { normalizeCode } from './facts.js';
 export { SnapshotCache, candidateCampaigns, type AppSnapshot, type ApplicationSettings, type CampaignSnapshot } from './snapshot.js';
 export { type SessionRecord, type CartItem, SessionState, sessionView } from './session-model.js';
 export { type ProfileRecord, type EventRecord } from './repository.js';
+// ---- exports G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+// ---- exports H: audiences (issue 6; keep this marker) ----
