@@ -64,10 +64,12 @@ export async function deleteReferral(ctx: ManagementContext, principal: Principa
   await requireCampaign(ctx, applicationId, campaignId);
   // Checked here so that a value bigint cannot hold is a 404 like any other unknown ID, not a database error.
   if (!/^[0-9]{1,18}$/.test(referralId)) throw notFound('Referral', '/referralId');
-  const rows = await ctx.db.query(`DELETE FROM referrals WHERE id = $1::bigint AND application_id = $2 AND campaign_id = $3 RETURNING id`, [
-    referralId,
-    applicationId,
-    campaignId,
-  ]);
+  // Coupons that name the referral forget it in the same statement (referral_id has no foreign key).
+  const rows = await ctx.db.query(
+    `WITH d AS (DELETE FROM referrals WHERE id = $1::bigint AND application_id = $2 AND campaign_id = $3 RETURNING id),
+     c AS (UPDATE coupons SET referral_id = NULL WHERE application_id = $2 AND referral_id IN (SELECT id FROM d))
+     SELECT id FROM d`,
+    [referralId, applicationId, campaignId],
+  );
   if (rows.length === 0) throw notFound('Referral', '/referralId');
 }

@@ -123,8 +123,23 @@ describe('Management API: referrals', () => {
   it('deletes one referral; unknown, malformed or foreign IDs are not found', async () => {
     const victim = await refer(shop, { campaignId: shop.campaignId, advocateProfileIntegrationId: 'dee' });
     expect((await list()).totalResultSize).toBe(5);
+    // A coupon that names the referral forgets it; one naming another referral keeps its own.
+    const kept = made[Object.keys(made)[0]!]!.id;
+    await t.node.db.query(`INSERT INTO coupons (application_id, campaign_id, value, referral_id) VALUES ($1, $2, 'FROMREF1', $3)`, [
+      where.applicationId,
+      where.campaignId,
+      victim.id,
+    ]);
+    await t.node.db.query(`INSERT INTO coupons (application_id, campaign_id, value, referral_id) VALUES ($1, $2, 'FROMREF2', $3)`, [where.applicationId, where.campaignId, kept]);
     const r = await t.admin.DELETE(ONE, { params: { path: { ...where, referralId: String(victim.id) } } });
     expect(r.response.status).toBe(204);
+    const refs = await t.node.db.query<{ value: string; referral_id: string | null }>(`SELECT value, referral_id FROM coupons WHERE value IN ('FROMREF1', 'FROMREF2') ORDER BY value`);
+    expect(refs.map((c) => [c.value, c.referral_id === null ? null : Number(c.referral_id)])).toEqual([
+      ['FROMREF1', null],
+      ['FROMREF2', kept],
+    ]);
+    // Later tests count this campaign's coupons.
+    await t.node.db.query(`DELETE FROM coupons WHERE value IN ('FROMREF1', 'FROMREF2')`);
     expect((await list()).data.map((x) => x.id)).not.toContain(victim.id);
     expect((await list()).totalResultSize).toBe(4);
     for (const referralId of [String(victim.id), 'abc', '99999999999999999999999', '-1', '0']) {
