@@ -100,11 +100,23 @@ describe.skipIf(!postgresUp)('coupon reservations', () => {
 
   it('answers 401 without or with a wrong API key', async () => {
     const c = await coupon(shop);
-    for (const client of [createIntegrationClient({ baseUrl: t.url, apiKey: 'wrong-key', retries: 0 }), createIntegrationClient({ baseUrl: t.url, retries: 0 })]) {
-      const shopWith = { ...shop, integration: client };
-      expect((await reserve(shopWith, c.value, ['ann'])).response.status).toBe(401);
-      expect((await unreserve(shopWith, c.value, ['ann'])).response.status).toBe(401);
-      expect((await holders(shopWith, c.value)).response.status).toBe(401);
+    const shopWith = { ...shop, integration: createIntegrationClient({ baseUrl: t.url, apiKey: 'wrong-key', retries: 0 }) };
+    expect((await reserve(shopWith, c.value, ['ann'])).response.status).toBe(401);
+    expect((await unreserve(shopWith, c.value, ['ann'])).response.status).toBe(401);
+    expect((await holders(shopWith, c.value)).response.status).toBe(401);
+    // No Authorization header at all.
+    for (const [method, path] of [
+      ['POST', `/v1/coupon_reservations/${c.value}`],
+      ['DELETE', `/v1/coupon_reservations/${c.value}`],
+      ['GET', `/v1/coupon_reservations/customerprofiles/${c.value}`],
+    ] as const) {
+      const res = await fetch(`${t.url}${path}`, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        ...(method === 'GET' ? {} : { body: JSON.stringify({ integrationIDs: ['ann'] }) }),
+      });
+      expect(res.status, `${method} ${path}`).toBe(401);
+      expect(((await res.json()) as { StatusCode: number }).StatusCode).toBe(401);
     }
     expect(await holderIds(shop, c.value)).toEqual([]);
   });
