@@ -56,12 +56,21 @@ const reservationLimitReached = (limit: number, holders: number, adding: number)
     },
   ]);
 
+// The Integration API's edge does not look into text (its hot path); these operations refuse what
+// the database cannot store (NUL, a lone surrogate) on the value's own pointer.
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const storable = (text: string, pointer: string): string => {
+  if (text.includes('\u0000') || loneSurrogate.test(text)) throw badRequest('Text cannot contain the NUL character (U+0000) or a lone UTF-16 surrogate', pointer);
+  return text;
+};
+
 function checkIds(ids: unknown): string[] {
   if (!Array.isArray(ids) || ids.length === 0) throw badRequest('integrationIDs must list 1 to 1000 integration IDs', '/integrationIDs');
   if (ids.length > MAX_RESERVATION_IDS) throw badRequest(`integrationIDs must list at most ${MAX_RESERVATION_IDS} integration IDs`, '/integrationIDs');
   ids.forEach((id, i) => {
     if (typeof id !== 'string' || id === '') throw badRequest('An integration ID is a non-empty string', `/integrationIDs/${i}`);
     if (id.length > 1000) throw badRequest('An integration ID has at most 1000 characters', `/integrationIDs/${i}`);
+    storable(id, `/integrationIDs/${i}`);
   });
   // Sorted: parallel transactions insert new profiles in one order, so they never deadlock.
   return [...new Set(ids as string[])].sort();
@@ -75,6 +84,7 @@ export class ReservationService {
 
   private async couponRow(q: Queryable, app: AppKey, couponValue: string, lock: boolean): Promise<Record<string, unknown>> {
     if (couponValue === '') throw notFound('Coupon', '/path/couponValue');
+    storable(couponValue, '/path/couponValue');
     const [setting] = await q.query<{ case_sensitivity: string }>(`SELECT case_sensitivity FROM applications WHERE id = $1`, [app.applicationId]);
     const value = normalizeCode({ caseSensitivity: setting?.case_sensitivity ?? 'sensitive' }, couponValue);
     const [row] = await q.query(`SELECT * FROM coupons WHERE application_id = $1 AND value = $2 ${lock ? 'FOR UPDATE' : ''}`, [app.applicationId, value]);
@@ -153,7 +163,7 @@ export class ReservationService {
    * Achievements do not exist yet: the list is empty.
    */
   async inventory(call: InventoryCall): Promise<Record<string, unknown>> {
-    const profile = await loadProfile(this.db, call.app.accountId, call.integrationId);
+    const profile = await loadProfile(this.db, call.app.accountId, storable(call.integrationId, '/path/integrationId'));
     if (!profile) throw notFound('Customer profile', '/path/integrationId');
     const out: Record<string, unknown> = {};
     if (call.profile) out.profile = profileView(profile);

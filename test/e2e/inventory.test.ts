@@ -106,6 +106,9 @@ describe.skipIf(!postgresUp)('customer inventory', () => {
     const bad = await inventory(shop, 'inv-ann', { coupons: 'maybe' });
     expect(bad.response.status).toBe(400);
     expect(bad.error?.errors[0]?.source?.pointer).toBe('/query/coupons');
+    const nul = await inventory(shop, 'inv\u0000ann');
+    expect(nul.response.status).toBe(400);
+    expect(nul.error?.errors[0]?.source?.pointer).toBe('/path/integrationId');
   });
 
   it('answers 401 without or with a wrong API key', async () => {

@@ -75,6 +75,8 @@ describe.skipIf(!postgresUp)('coupon reservations', () => {
       [['ok', ''], '/integrationIDs/1'],
       [['ok', 7], '/integrationIDs/1'],
       ['ann', '/integrationIDs'],
+      [['ok', 'a\u0000b'], '/integrationIDs/1'],
+      [['x'.repeat(1001)], '/integrationIDs/0'],
     ];
     for (const [ids, pointer] of cases) {
       for (const call of [reserve, unreserve]) {
@@ -96,6 +98,9 @@ describe.skipIf(!postgresUp)('coupon reservations', () => {
       expect(r.error?.errors[0]?.source?.pointer).toBe('/path/couponValue');
     }
     expect(await holderIds(shop, c.value)).toHaveLength(1000);
+    const nul = await holders(shop, 'AB\u0000CD');
+    expect(nul.response.status).toBe(400);
+    expect(nul.error?.errors[0]?.source?.pointer).toBe('/path/couponValue');
   });
 
   it('answers 401 without or with a wrong API key', async () => {
