@@ -3,6 +3,7 @@ import { createIntegrationClient, unwrap } from '../../sdk/index.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { hoursFromNow, insertCoupon } from '../helpers/promotions.js';
 import { postgresUp } from '../helpers/services.js';
+import { otherAccount } from '../helpers/users.js';
 
 const ALL = { profile: true, referrals: true, coupons: true, loyalty: true, achievements: true };
 
@@ -120,6 +121,20 @@ describe.skipIf(!postgresUp)('customer inventory', () => {
     expect(((await res.json()) as { StatusCode: number }).StatusCode).toBe(401);
   });
 
+  it("answers 404 for a profile of another account, and shows none of its coupons", async () => {
+    const stranger = await otherAccount(t.node.db, t.url, 'inv-stranger@test.local');
+    const theirs = await setupShop(t.url, stranger.client);
+    const r = await inventory(theirs, 'inv-ann');
+    expect(r.response.status).toBe(404);
+    expect(r.error?.errors[0]?.source?.pointer).toBe('/path/integrationId');
+    const reserve = await theirs.integration.POST('/v1/coupon_reservations/{couponValue}', { params: { path: { couponValue: 'HARD-1' } }, body: { integrationIDs: ['inv-ann'] } });
+    expect(reserve.response.status).toBe(404);
+    // Their own profile of the same ID is a different customer with an empty inventory.
+    unwrap(await theirs.integration.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: 'inv-ann' } }, body: { attributes: {} } }));
+    const own = unwrap(await inventory(theirs, 'inv-ann'));
+    expect(own).toMatchObject({ profile: { integrationId: 'inv-ann', accountId: stranger.accountId }, referrals: [], coupons: [], loyalty: { programs: {} }, achievements: [] });
+  });
+
   it("never shows another Application's coupons, referrals or programs", async () => {
     // Profiles belong to the account, so the other Application sees ann, with its own things only.
     const inv = unwrap(await inventory(other, 'inv-ann'));
@@ -127,8 +142,7 @@ describe.skipIf(!postgresUp)('customer inventory', () => {
     expect(inv.referrals).toEqual([]);
     expect(inv.coupons?.map((c) => c.value)).toEqual(['OTHR-1']);
     expect(Object.keys(inv.loyalty?.programs ?? {})).toEqual(['inv-other']);
-    // A profile that exists only by a reservation made in the other Application is still 404-free
-    // for the other Application's data: bob's reserved coupon is in the shop only.
+    // bob exists through a reservation in the shop: the other Application sees him, not the coupon.
     const bob = unwrap(await inventory(other, 'inv-bob', { coupons: true }));
     expect(bob.coupons?.map((c) => c.value)).toEqual(['OTHR-1']);
     const bobShop = unwrap(await inventory(shop, 'inv-bob', { coupons: true, referrals: true }));
