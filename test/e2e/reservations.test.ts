@@ -177,6 +177,14 @@ describe.skipIf(!postgresUp)('coupon reservations', () => {
     expect(effectSummary((await put(shop, 'h-6', cart([40], { profileId: 'stranger', couponCodes: [hard.value] }))).effects)).toEqual(['acceptCoupon', 'setDiscount']);
   });
 
+  it('treats the v1 `reservation` = false of a coupon as a hard reservation', async () => {
+    const c = await coupon(shop);
+    await t.node.db.query(`UPDATE coupons SET reservation = false WHERE id = $1`, [c.id]);
+    expect(effectSummary((await put(shop, 'v1-1', cart([40], { profileId: 'holder', couponCodes: [c.value] }))).effects)).toEqual(['rejectCoupon:CouponReservationRequired']);
+    unwrap(await reserve(shop, c.value, ['holder']));
+    expect(effectSummary((await put(shop, 'v1-2', cart([40], { profileId: 'holder', couponCodes: [c.value] }))).effects)).toEqual(['acceptCoupon', 'setDiscount']);
+  });
+
   it('checks the earlier coupon rules first: an expired or other-recipient hard coupon gives their reasons', async () => {
     const expired = await coupon(shop, { mandatory: true, expiryDate: hoursFromNow(-1) });
     const forAnn = await coupon(shop, { mandatory: true, recipientIntegrationId: 'ann' });
