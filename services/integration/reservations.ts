@@ -10,7 +10,8 @@
 //   and answers 409 `ReservationLimitReached`. Profiles that already hold it do not count again.
 // - Every change of one coupon's reservations locks the coupon row (FOR UPDATE) in its
 //   transaction, so parallel requests on any node keep reservation_counter exact and the limit
-//   held; the port also runs them in one actor per coupon value, which only saves lock waits.
+//   held. The port's actor key is the coupon plus the request's IDs (see actorKeyOf): one actor
+//   per coupon would refuse a fourth parallel request with 409 instead of letting it wait.
 // - Hard (`isReservationMandatory`, or the v1 `reservation` = false) versus soft is a property of
 //   the coupon; facts.ts marks a hard-reserved coupon that the session's profile does not hold.
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
