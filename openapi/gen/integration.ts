@@ -246,6 +246,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/coupon_reservations/{couponValue}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+                couponValue: components["parameters"]["couponValue"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reserve the coupon for the listed profiles (missing profiles are created)
+         * @description The coupon's `reservationLimit` (when above 0) caps how many profiles hold it: a request whose new holders would pass it changes nothing and answers 409 `ReservationLimitReached`. Profiles that already hold the coupon are not counted again. With `isReservationMandatory` only holders may redeem the coupon (hard reservation); otherwise the reservation only associates the coupon with the profiles (soft reservation).
+         */
+        post: operations["createCouponReservation"];
+        /** Remove the listed profiles' reservations of the coupon (profiles that hold none are ignored) */
+        delete: operations["deleteCouponReservation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/coupon_reservations/customerprofiles/{couponValue}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+                couponValue: components["parameters"]["couponValue"];
+            };
+            cookie?: never;
+        };
+        /** The profiles holding the coupon reserved (explicit reservations; not the implicit ones of a visible coupon) */
+        get: operations["listCouponReservationHolders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer_profiles/{integrationId}/inventory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        /** The profile's inventory in this Application; each part is present when its flag is true */
+        get: operations["getCustomerInventory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -578,6 +642,70 @@ export interface components {
             profile: components["schemas"]["CustomerProfileV1"] | null;
             event: components["schemas"]["EventV1"] | null;
         };
+        CouponReservations: {
+            integrationIDs: string[];
+        };
+        ReservedCoupon: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            campaignId: number;
+            value: string;
+            usageLimit: number;
+            discountLimit?: number;
+            reservationLimit: number;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            limits?: {
+                [key: string]: unknown;
+            }[];
+            usageCounter: number;
+            discountCounter?: number;
+            discountRemainder?: number;
+            reservationCounter: number;
+            attributes?: {
+                [key: string]: unknown;
+            };
+            referralId?: number;
+            recipientIntegrationId?: string;
+            importId?: number;
+            reservation?: boolean;
+            batchId?: string;
+            isReservationMandatory?: boolean;
+            implicitlyReserved?: boolean;
+        };
+        LoyaltyBalances: {
+            activePoints?: number;
+            pendingPoints?: number;
+            spentPoints?: number;
+            expiredPoints?: number;
+        };
+        CustomerInventory: {
+            profile?: components["schemas"]["CustomerProfile"];
+            referrals?: components["schemas"]["Referral"][];
+            coupons?: components["schemas"]["ReservedCoupon"][];
+            loyalty?: {
+                /** @description By program name */
+                programs?: {
+                    [key: string]: {
+                        id?: number;
+                        name?: string;
+                        title?: string;
+                        /** Format: date-time */
+                        joined?: string;
+                        ledger?: components["schemas"]["LoyaltyBalances"];
+                        subLedgers?: {
+                            [key: string]: components["schemas"]["LoyaltyBalances"];
+                        };
+                    };
+                };
+            };
+            achievements?: {
+                [key: string]: unknown;
+            }[];
+        };
     };
     responses: {
         /** @description Error */
@@ -591,6 +719,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+        couponValue: string;
         /** @description The profile's integration ID; stable, it never changes. */
         profileIntegrationId: string;
         /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
@@ -1044,6 +1174,135 @@ export interface operations {
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
             409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    createCouponReservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+                couponValue: components["parameters"]["couponValue"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CouponReservations"];
+            };
+        };
+        responses: {
+            /** @description The coupon, with its new `reservationCounter` */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReservedCoupon"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    deleteCouponReservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+                couponValue: components["parameters"]["couponValue"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CouponReservations"];
+            };
+        };
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    listCouponReservationHolders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
+                couponValue: components["parameters"]["couponValue"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The holders, oldest reservation first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["CustomerProfile"][];
+                    };
+                };
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    getCustomerInventory: {
+        parameters: {
+            query?: {
+                /** @description Include the profile. */
+                profile?: boolean;
+                /** @description Include the referrals the profile made as advocate. */
+                referrals?: boolean;
+                /** @description Include the coupons the profile reserved (soft or hard), those made for it (recipientIntegrationId) and the visible (implicitly reserved) ones. */
+                coupons?: boolean;
+                /** @description Include the Application's loyalty programs with the profile's balances. */
+                loyalty?: boolean;
+                /** @description Include achievements (not built yet; always an empty list). */
+                achievements?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The inventory */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerInventory"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

@@ -1023,6 +1023,7 @@ export interface components {
             reservation?: boolean;
             batchId?: string;
             isReservationMandatory?: boolean;
+            implicitlyReserved?: boolean;
         };
         Referral: {
             id: number;

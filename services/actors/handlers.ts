@@ -1,4 +1,4 @@
-import type { EventService, ProfileService, ReferralService, SessionRecord, SessionService } from '../integration/index.js';
+import type { EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -7,12 +7,13 @@ export interface IntegrationServices {
   referrals: ReferralService;
   profiles: ProfileService;
   events: EventService;
+  reservations: ReservationService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events } = services;
+  const { sessions, referrals, profiles, events, reservations } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -39,6 +40,13 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     },
     createReferral: (call) => referrals.create(call),
     // ---- handlers G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    createCouponReservation: (call) => reservations.create(call),
+    deleteCouponReservation: async (call) => {
+      await reservations.delete(call);
+      return {};
+    },
+    listCouponReservationHolders: (call) => reservations.holders(call),
+    customerInventory: (call) => reservations.inventory(call),
     // ---- handlers H: audiences (issue 6; keep this marker) ----
   };
 }

@@ -77,6 +77,39 @@ export interface CreateReferralCall {
   advocateProfileIntegrationId: string;
 }
 
+// Issue 6, area G: coupon reservations and the customer inventory.
+export interface CouponReservationCall {
+  app: AppRef;
+  /** As in the path; matched under the Application's caseSensitivity. */
+  couponValue: string;
+  integrationIDs: string[];
+}
+
+export interface CouponReservationHoldersCall {
+  app: AppRef;
+  couponValue: string;
+}
+
+export interface CustomerInventoryCall {
+  app: AppRef;
+  integrationId: string;
+  profile: boolean;
+  referrals: boolean;
+  coupons: boolean;
+  loyalty: boolean;
+  achievements: boolean;
+}
+
+/** A short stable digest (FNV-1a, 32 bits) for actor keys. */
+function digest(s: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(36);
+}
+
 /** Every operation by name with its call, as it crosses the wire between nodes. */
 export interface PortCalls {
   updateSession: UpdateSessionCall;
@@ -88,6 +121,10 @@ export interface PortCalls {
   deleteCustomerData: DeleteCustomerDataCall;
   createReferral: CreateReferralCall;
   // ---- calls G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+  createCouponReservation: CouponReservationCall;
+  deleteCouponReservation: CouponReservationCall;
+  listCouponReservationHolders: CouponReservationHoldersCall;
+  customerInventory: CustomerInventoryCall;
   // ---- calls H: audiences (issue 6; keep this marker) ----
 }
 export type PortOperation = keyof PortCalls;
@@ -102,6 +139,10 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'deleteCustomerData',
   'createReferral',
   // ---- operations G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+  'createCouponReservation',
+  'deleteCouponReservation',
+  'listCouponReservationHolders',
+  'customerInventory',
   // ---- operations H: audiences (issue 6; keep this marker) ----
 ];
 
@@ -116,7 +157,7 @@ export interface IntegrationPort {
 }
 
 /** Reads run beside the writes of their key instead of queueing behind them. */
-export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession']);
+export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession', 'listCouponReservationHolders', 'customerInventory']);
 
 /**
  * The actor key (and so the shard key) of a call: the session for session calls, the profile for
@@ -126,6 +167,26 @@ export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession'
 export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortCalls[O]): string {
   switch (operation) {
     // ---- keys G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    // Reservation changes are serialised by the coupon's row lock in their transaction
+    // (reservations.ts), which holds across nodes and between values differing only in case. An
+    // actor per coupon would refuse the fourth parallel request with 409 (the mailbox bound), so
+    // the key is the coupon with the request's IDs: a retried request queues behind its first
+    // try, different requests on one coupon wait for the lock instead of being refused.
+    case 'createCouponReservation':
+    case 'deleteCouponReservation': {
+      const p = payload as CouponReservationCall;
+      const ids = Array.isArray(p.integrationIDs) ? [...p.integrationIDs].map(String).sort() : [];
+      return `c:${p.app.applicationId}:${p.couponValue}:${digest(ids.join('\u0000'))}`;
+    }
+    case 'listCouponReservationHolders': {
+      const p = payload as CouponReservationHoldersCall;
+      return `c:${p.app.applicationId}:${p.couponValue}`;
+    }
+    // The inventory reads a profile: its actor, without queueing (READ_OPERATIONS).
+    case 'customerInventory': {
+      const p = payload as CustomerInventoryCall;
+      return `p:${p.app.accountId}:${p.integrationId}`;
+    }
     // ---- keys H: audiences (issue 6; keep this marker) ----
     case 'updateSession':
     case 'getSession':

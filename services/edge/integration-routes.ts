@@ -17,6 +17,30 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
   return {
     ...customerHandlers(port),
     // ---- handlers G: coupon reservations and customer inventory (issue 6; keep this marker) ----
+    createCouponReservation: async ({ app, params, body }) => {
+      const r = await port.invoke('createCouponReservation', { app: app as AppRef, couponValue: params.couponValue, integrationIDs: body.integrationIDs });
+      return { status: 201, body: r.value, headers: served(r.servedBy) };
+    },
+    deleteCouponReservation: async ({ app, params, body }) => {
+      const r = await port.invoke('deleteCouponReservation', { app: app as AppRef, couponValue: params.couponValue, integrationIDs: body.integrationIDs });
+      return { status: 204, headers: served(r.servedBy) };
+    },
+    listCouponReservationHolders: async ({ app, params }) => {
+      const r = await port.invoke('listCouponReservationHolders', { app: app as AppRef, couponValue: params.couponValue });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    getCustomerInventory: async ({ app, params, query }) => {
+      const r = await port.invoke('customerInventory', {
+        app: app as AppRef,
+        integrationId: params.integrationId,
+        profile: query.profile === true,
+        referrals: query.referrals === true,
+        coupons: query.coupons === true,
+        loyalty: query.loyalty === true,
+        achievements: query.achievements === true,
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
       const r = await port.invoke('updateSession', {

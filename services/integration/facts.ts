@@ -4,6 +4,7 @@
 import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../engine/index.js';
 import { normalizeCode, type Queryable } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
+import { isHardReserved } from './reservations.js';
 
 /** One counter row of limit_counters that a limit in play reads and a commit increments. */
 export interface LimitKey {
@@ -94,8 +95,10 @@ export async function loadFacts(
   if (codes.length > 0) {
     const normalized = codes.map((c) => normalizeCode(app, c));
     const rows = await db.query(
-      `SELECT * FROM coupons WHERE application_id = $1 AND value IN (SELECT jsonb_array_elements_text($2::jsonb))`,
-      [app.id, JSON.stringify([...new Set(normalized)])],
+      // `held`: the session's profile holds a reservation of the coupon (issue 6, area G).
+      `SELECT c.*, EXISTS (SELECT 1 FROM coupon_reservations r WHERE r.coupon_id = c.id AND r.integration_id = $3 AND $3 <> '') AS held
+         FROM coupons c WHERE c.application_id = $1 AND c.value IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+      [app.id, JSON.stringify([...new Set(normalized)]), session.profileId],
     );
     const byValue = new Map(rows.map((r) => [r.value as string, r]));
     facts.coupons = [];
@@ -104,7 +107,10 @@ export async function loadFacts(
       if (!row) return;
       couponIds.set(row.value as string, Number(row.id));
       couponRows.push(row);
-      facts.coupons!.push(couponFactOf(row, code));
+      const fact = couponFactOf(row, code);
+      // A hard reservation restricts redemption to the coupon's holders (CouponReservationRequired).
+      if (isHardReserved(row) && row.held !== true) fact.reservationRequired = true;
+      facts.coupons!.push(fact);
     });
   }
   if (session.referralCode) {

@@ -39,6 +39,8 @@ export function couponView(r: Record<string, unknown>): Record<string, unknown> 
     reservation: r.reservation,
     batchId: r.batch_id || undefined,
     isReservationMandatory: r.is_reservation_mandatory,
+    // A visible coupon: implicitly soft-reserved for every customer (migration 010).
+    implicitlyReserved: r.implicitly_reserved === true,
   };
 }
 
