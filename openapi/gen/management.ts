@@ -980,6 +980,12 @@ export interface components {
             attributes?: {
                 [key: string]: unknown;
             };
+            /** @description Profiles that may hold the coupon reserved; 0 means no limit. */
+            reservationLimit?: number;
+            /** @description Only profiles holding a reservation may redeem the coupon (a hard reservation). */
+            isReservationMandatory?: boolean;
+            /** @description The coupon is visible (softly reserved) to every customer */
+            implicitlyReserved?: boolean;
         };
         NewCoupons: components["schemas"]["CouponFields"] & {
             /** @description The characters a `#` of the pattern may become. */

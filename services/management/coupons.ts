@@ -19,7 +19,9 @@ export interface NewCouponsBody {
   numberOfCoupons: number;
   uniquePrefix?: string;
   attributes?: Record<string, unknown>;
-  recipientIntegrationId?: string;
+  recipientIntegrationId?: string;  reservationLimit?: number;
+  isReservationMandatory?: boolean;
+  implicitlyReserved?: boolean;
 }
 
 export interface CouponBatchUpdate {
@@ -28,7 +30,9 @@ export interface CouponBatchUpdate {
   discountLimit?: number;
   startDate?: string;
   expiryDate?: string;
-  attributes?: Record<string, unknown>;
+  attributes?: Record<string, unknown>;  reservationLimit?: number;
+  isReservationMandatory?: boolean;
+  implicitlyReserved?: boolean;
 }
 
 export interface CouponFilters {
@@ -149,12 +153,15 @@ export async function createCoupons(
     body.recipientIntegrationId ?? '',
     batchId,
     now,
+    body.reservationLimit ?? 0,
+    body.isReservationMandatory ?? false,
+    body.implicitlyReserved ?? false,
   ];
   const insert = `WITH ins AS (
       INSERT INTO coupons (application_id, campaign_id, usage_limit, discount_limit, start_date, expiry_date, attributes,
-        recipient_integration_id, batch_id, created, created_by, value)
-      SELECT $1, $2, $3, $4::numeric, $5::timestamptz, $6::timestamptz, $7::jsonb, $8, $9, $10::timestamptz, 'management_api', v
-        FROM jsonb_array_elements_text($11::jsonb) AS v
+        recipient_integration_id, batch_id, created, created_by, reservation_limit, is_reservation_mandatory, implicitly_reserved, value)
+      SELECT $1, $2, $3, $4::numeric, $5::timestamptz, $6::timestamptz, $7::jsonb, $8, $9, $10::timestamptz, 'management_api', $11, $12, $13, v
+        FROM jsonb_array_elements_text($14::jsonb) AS v
       ON CONFLICT (application_id, value) DO NOTHING RETURNING 1)
     SELECT count(*)::int AS n FROM ins`;
 
@@ -420,7 +427,10 @@ export async function updateCouponBatch(
          discount_limit = COALESCE($5::numeric, discount_limit),
          start_date = COALESCE($6::timestamptz, start_date),
          expiry_date = CASE WHEN $7::boolean THEN $8::timestamptz ELSE expiry_date END,
-         attributes = COALESCE($9::jsonb, attributes)
+         attributes = COALESCE($9::jsonb, attributes),
+         reservation_limit = COALESCE($10, reservation_limit),
+         is_reservation_mandatory = COALESCE($11, is_reservation_mandatory),
+         implicitly_reserved = COALESCE($12, implicitly_reserved)
        WHERE application_id = $1 AND campaign_id = $2 AND batch_id = $3
        RETURNING (start_date IS NOT NULL AND expiry_date IS NOT NULL AND expiry_date <= start_date) AS bad`,
       [
@@ -433,6 +443,9 @@ export async function updateCouponBatch(
         expiry !== undefined,
         expiry ?? null,
         body.attributes ? JSON.stringify(body.attributes) : null,
+        body.reservationLimit ?? null,
+        body.isReservationMandatory ?? null,
+        body.implicitlyReserved ?? null,
       ],
     );
     if (rows.length === 0) throw notFound('Coupon batch', '/batchID');

@@ -216,3 +216,53 @@ describe.skipIf(!postgresUp)('coupon reservations', () => {
     expect(row2!.reservation_counter).toBe(12);
   });
 });
+
+describe.skipIf(!postgresUp)('coupon reservation settings through the Management API', () => {
+  let t: TestNode;
+  let shop: ShopSetup;
+
+  beforeAll(async () => {
+    t = await startTestNode('postgres');
+    shop = await setupShop(t.url, t.admin, { ruleset: couponRuleset() });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('creates hard, limited and visible coupons and changes them by batch', async () => {
+    const where = { applicationId: shop.applicationId, campaignId: shop.campaignId };
+    const made = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: where },
+        body: { usageLimit: 0, validCharacters: ['A', 'B', 'C'], couponPattern: 'HRD-####', numberOfCoupons: 1, reservationLimit: 1, isReservationMandatory: true, implicitlyReserved: true },
+      }),
+    ) as unknown as { data: Array<{ value: string; batchId: string; reservationLimit: number; isReservationMandatory: boolean; implicitlyReserved: boolean }> };
+    const c = made.data[0]!;
+    expect(c).toMatchObject({ reservationLimit: 1, isReservationMandatory: true, implicitlyReserved: true });
+
+    const session = async (id: string, profileId: string) =>
+      effectSummary(unwrap(await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: id } }, body: { customerSession: cart([50], { profileId, couponCodes: [c.value] }) as never } })).effects);
+    expect(await session('hard-1', 'holder')).toEqual(['rejectCoupon:CouponReservationRequired']);
+    expect((await shop.integration.POST('/v1/coupon_reservations/{couponValue}', { params: { path: { couponValue: c.value } }, body: { integrationIDs: ['holder'] } })).response.status).toBe(201);
+    expect(await session('hard-2', 'holder')).toEqual(['acceptCoupon', 'setDiscount']);
+    // The limit of one holder.
+    const full = await shop.integration.POST('/v1/coupon_reservations/{couponValue}', { params: { path: { couponValue: c.value } }, body: { integrationIDs: ['second'] } });
+    expect(full.response.status).toBe(409);
+
+    // By batch: no longer mandatory, so anyone redeems it.
+    const updated = await t.admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+      params: { path: where },
+      body: { batchID: c.batchId, isReservationMandatory: false, reservationLimit: 2 },
+    });
+    expect(updated.response.status).toBe(200);
+    expect(await session('soft-1', 'someone-else')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect((await shop.integration.POST('/v1/coupon_reservations/{couponValue}', { params: { path: { couponValue: c.value } }, body: { integrationIDs: ['second'] } })).response.status).toBe(201);
+
+    const bad = await t.admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+      params: { path: where },
+      body: { batchID: c.batchId, reservationLimit: -1 },
+    });
+    expect(bad.response.status).toBe(400);
+    expect(bad.error?.errors?.map((e) => e.source?.pointer)).toContain('/reservationLimit');
+  });
+});
