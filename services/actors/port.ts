@@ -77,6 +77,15 @@ export interface CreateReferralCall {
   advocateProfileIntegrationId: string;
 }
 
+/** An audience call (issue 6): the audience in the path, if any, and the body as received. */
+export interface AudienceCall {
+  app: AppRef;
+  audienceId?: number | undefined;
+  request: JsonObject;
+  /** Made by the edge for each call: the call's own actor key. */
+  callId: string;
+}
+
 /** Every operation by name with its call, as it crosses the wire between nodes. */
 export interface PortCalls {
   updateSession: UpdateSessionCall;
@@ -89,6 +98,12 @@ export interface PortCalls {
   createReferral: CreateReferralCall;
   // ---- calls G: coupon reservations and customer inventory (issue 6; keep this marker) ----
   // ---- calls H: audiences (issue 6; keep this marker) ----
+  createAudience: AudienceCall;
+  updateAudience: AudienceCall;
+  deleteAudience: AudienceCall;
+  deleteAudienceMemberships: AudienceCall;
+  updateAudienceMembers: AudienceCall;
+  updateAudienceMembersAttributes: AudienceCall;
 }
 export type PortOperation = keyof PortCalls;
 
@@ -103,6 +118,12 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'createReferral',
   // ---- operations G: coupon reservations and customer inventory (issue 6; keep this marker) ----
   // ---- operations H: audiences (issue 6; keep this marker) ----
+  'createAudience',
+  'updateAudience',
+  'deleteAudience',
+  'deleteAudienceMemberships',
+  'updateAudienceMembers',
+  'updateAudienceMembersAttributes',
 ];
 
 export interface PortResult<T> {
@@ -127,6 +148,18 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
   switch (operation) {
     // ---- keys G: coupon reservations and customer inventory (issue 6; keep this marker) ----
     // ---- keys H: audiences (issue 6; keep this marker) ----
+    // Audience calls need no actor's ordering (the database orders them; see
+    // services/integration/audiences.ts): each call is its own actor, so that parallel calls on
+    // one audience are never refused as busy.
+    case 'createAudience':
+    case 'updateAudience':
+    case 'deleteAudience':
+    case 'deleteAudienceMemberships':
+    case 'updateAudienceMembers':
+    case 'updateAudienceMembersAttributes': {
+      const p = payload as AudienceCall;
+      return `a:${p.app.accountId}:${p.callId}`;
+    }
     case 'updateSession':
     case 'getSession':
     case 'returnSession':

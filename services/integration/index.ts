@@ -15,3 +15,4 @@ export { type SessionRecord, type CartItem, SessionState, sessionView } from './
 export { type ProfileRecord, type EventRecord } from './repository.js';
 // ---- exports G: coupon reservations and customer inventory (issue 6; keep this marker) ----
 // ---- exports H: audiences (issue 6; keep this marker) ----
+export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';
