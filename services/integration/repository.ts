@@ -122,6 +122,15 @@ export async function loadProfile(db: Queryable, accountId: number, integrationI
   return row ? toProfile(row) : undefined;
 }
 
+/** The audiences a profile (by row id) belongs to, as shown in its view. */
+export async function loadAudiences(db: Queryable, profileId: number): Promise<Array<{ id: number; name: string }>> {
+  const [row] = await db.query<{ audiences: Array<{ id: number; name: string }> }>(
+    `SELECT ${AUDIENCES_OF_P} AS audiences FROM (SELECT $1::bigint AS id) p`,
+    [profileId],
+  );
+  return row?.audiences ?? [];
+}
+
 /**
  * The profile of a session and, for a new session, whether it is the profile's first in this
  * Application: one round trip.
@@ -456,11 +465,17 @@ async function committedResult(
 ): Promise<SessionCommitResult> {
   const s = c.session;
   const byType = new Map(c.events.map((e) => [e.type, e]));
-  const profile = profileRow
+  let profile = profileRow
     ? { ...toProfile(profileRow), ...(c.knownProfile?.audiences ? { audiences: c.knownProfile.audiences } : {}) }
     : s.profileId === ''
       ? undefined
       : (c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined));
+  // Memberships not read with the profile, or changed by this commit (a close or its undo commits
+  // audience effects): read as they are now, when the response may show the profile.
+  const counting = (c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0;
+  if (profile && c.profileNeeded !== false && (profile.audiences === undefined || c.closing || counting)) {
+    profile = { ...profile, audiences: await loadAudiences(db, profile.id) };
+  }
   return {
     session: { ...s, id: Number(stored.id), created: iso(stored.created), updated: iso(stored.updated), updateCount: stored.update_count as number },
     profile,

@@ -288,15 +288,21 @@ describe.skipIf(!postgresUp)('audiences in rules and under concurrency', () => {
     // An open session commits nothing; the close moves the profile from Prospects to Buyers.
     await put(shop, 'buy-1', cart([20], { profileId: 'buyer-1' }));
     expect(await inAudience(buyers.id, 'buyer-1')).toBe(false);
-    const closed = await put(shop, 'buy-1', { state: 'closed' });
+    const closed = await put(shop, 'buy-1', { state: 'closed' }, ['customerProfile']);
     expect(closed.effects.map((e) => e.effectType)).toEqual(['addToAudience', 'removeFromAudience']);
+    expect(closed.customerProfile!.audienceMemberships).toEqual([{ id: buyers.id, name: 'Buyers' }]);
     expect(await inAudience(buyers.id, 'buyer-1')).toBe(true);
     expect(await inAudience(prospects.id, 'buyer-1')).toBe(false);
 
     // Cancel gives back exactly what the close changed.
-    await put(shop, 'buy-1', { state: 'cancelled' });
+    const cancelled = await put(shop, 'buy-1', { state: 'cancelled' }, ['customerProfile']);
+    expect(cancelled.customerProfile!.audienceMemberships).toEqual([{ id: prospects.id, name: 'Prospects' }]);
     expect(await inAudience(buyers.id, 'buyer-1')).toBe(false);
     expect(await inAudience(prospects.id, 'buyer-1')).toBe(true);
+
+    // An open session's view of the profile shows its memberships too.
+    const viewed = await put(shop, 'buy-3', cart([5], { profileId: 'buyer-1' }), ['customerProfile']);
+    expect(viewed.customerProfile!.audienceMemberships).toEqual([{ id: prospects.id, name: 'Prospects' }]);
 
     // A membership the close did not make (already there) is not removed by a cancel.
     unwrap(await members(shop.integration, [{ action: 'add', profileIntegrationId: 'buyer-2', audienceId: buyers.id }]));
