@@ -257,7 +257,7 @@ export interface paths {
         put?: never;
         /**
          * Create an audience of the account
-         * @description Audiences belong to the account (as profiles do). An `integrationId` is used once per `integration` within the account: a second audience with the same pair gets 409.
+         * @description Audiences belong to the account (as profiles do). An `integrationId` is used once per `integration` within the account: a second audience with the same pair gets 409. Every audience write honours Idempotency-Key (its response, or its 204, is replayed).
          */
         post: operations["createAudienceV2"];
         delete?: never;
@@ -1174,7 +1174,10 @@ export interface operations {
     createAudienceV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1202,7 +1205,10 @@ export interface operations {
     updateAudienceV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path: {
                 audienceId: number;
             };
@@ -1234,7 +1240,10 @@ export interface operations {
     deleteAudienceV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path: {
                 audienceId: number;
             };
@@ -1258,7 +1267,10 @@ export interface operations {
     deleteAudienceMembershipsV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path: {
                 audienceId: number;
             };
@@ -1282,7 +1294,10 @@ export interface operations {
     updateAudienceCustomersV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1315,7 +1330,10 @@ export interface operations {
     updateAudienceCustomersAttributesV2: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
             path: {
                 audienceId: number;
             };

@@ -84,6 +84,7 @@ export interface AudienceCall {
   request: JsonObject;
   /** Made by the edge for each call: the call's own actor key. */
   callId: string;
+  idempotencyKey?: string | undefined;
 }
 
 /** Every operation by name with its call, as it crosses the wire between nodes. */

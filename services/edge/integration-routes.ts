@@ -19,28 +19,28 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
     ...customerHandlers(port),
     // ---- handlers G: coupon reservations and customer inventory (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----
-    createAudienceV2: async ({ app, body }) => {
-      const r = await port.invoke('createAudience', { app: app as AppRef, request: body ?? {}, callId: randomUUID() });
+    createAudienceV2: async ({ app, body, headers }) => {
+      const r = await port.invoke('createAudience', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 201, body: r.value, headers: served(r.servedBy) };
     },
-    updateAudienceV2: async ({ app, params, body }) => {
-      const r = await port.invoke('updateAudience', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID() });
+    updateAudienceV2: async ({ app, params, body, headers }) => {
+      const r = await port.invoke('updateAudience', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
-    deleteAudienceV2: async ({ app, params }) => {
-      const r = await port.invoke('deleteAudience', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID() });
+    deleteAudienceV2: async ({ app, params, headers }) => {
+      const r = await port.invoke('deleteAudience', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 204, headers: served(r.servedBy) };
     },
-    deleteAudienceMembershipsV2: async ({ app, params }) => {
-      const r = await port.invoke('deleteAudienceMemberships', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID() });
+    deleteAudienceMembershipsV2: async ({ app, params, headers }) => {
+      const r = await port.invoke('deleteAudienceMemberships', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 204, headers: served(r.servedBy) };
     },
-    updateAudienceCustomersV2: async ({ app, body }) => {
-      const r = await port.invoke('updateAudienceMembers', { app: app as AppRef, request: body ?? {}, callId: randomUUID() });
+    updateAudienceCustomersV2: async ({ app, body, headers }) => {
+      const r = await port.invoke('updateAudienceMembers', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 204, headers: served(r.servedBy) };
     },
-    updateAudienceCustomersAttributesV2: async ({ app, params, body }) => {
-      const r = await port.invoke('updateAudienceMembersAttributes', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID() });
+    updateAudienceCustomersAttributesV2: async ({ app, params, body, headers }) => {
+      const r = await port.invoke('updateAudienceMembersAttributes', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 204, headers: served(r.servedBy) };
     },
     updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {

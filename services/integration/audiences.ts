@@ -6,8 +6,9 @@
 // None of these calls needs an actor's ordering: every change is a single set-based statement in
 // a transaction, and rows are locked in a fixed order (profiles, then memberships, by id).
 import type { AudienceCall, JsonObject } from '../actors/port.js';
-import { AppError, notFound } from '../shared/index.js';
+import { AppError, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
+import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
 
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -45,7 +46,7 @@ export interface AudienceAction {
 export class AudienceService {
   constructor(
     private readonly db: Db,
-    private readonly clock: { now(): Date } = { now: () => new Date() },
+    private readonly clock: Clock = { now: () => new Date() },
   ) {}
 
   async create(call: AudienceCall): Promise<JsonObject> {
@@ -59,22 +60,24 @@ export class AudienceService {
       lastUpdate?: string;
     };
     try {
-      const [row] = await this.db.query(
-        `INSERT INTO audiences (account_id, name, description, integration, integration_id, sandbox, created_in_3rd_party, last_update, created)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
-        [
-          call.app.accountId,
-          b.name,
-          b.description ?? null,
-          b.integration ?? null,
-          b.integrationId ?? null,
-          b.sandbox ?? false,
-          b.createdIn3rdParty ?? false,
-          b.lastUpdate ?? null,
-          this.clock.now().toISOString(),
-        ],
-      );
-      return audienceView(row!);
+      return await this.write(call, 'createAudience', async (tx) => {
+        const [row] = await tx.query(
+          `INSERT INTO audiences (account_id, name, description, integration, integration_id, sandbox, created_in_3rd_party, last_update, created)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
+          [
+            call.app.accountId,
+            b.name,
+            b.description ?? null,
+            b.integration ?? null,
+            b.integrationId ?? null,
+            b.sandbox ?? false,
+            b.createdIn3rdParty ?? false,
+            b.lastUpdate ?? null,
+            this.clock.now().toISOString(),
+          ],
+        );
+        return audienceView(row!);
+      });
     } catch (e) {
       if (isUniqueViolation(e)) throw integrationIdTaken(b.integration, b.integrationId ?? '');
       throw e;
@@ -83,45 +86,52 @@ export class AudienceService {
 
   /** Renames the audience; no rule runs. */
   async rename(call: AudienceCall): Promise<JsonObject> {
-    const [row] = await this.db.query(`UPDATE audiences SET name = $3 WHERE id = $1 AND account_id = $2 RETURNING *`, [
-      call.audienceId,
-      call.app.accountId,
-      (call.request as { name: string }).name,
-    ]);
-    if (!row) throw notFound('Audience', '/path/audienceId');
-    return audienceView(row);
+    return this.write(call, 'updateAudience', async (tx) => {
+      const [row] = await tx.query(`UPDATE audiences SET name = $3 WHERE id = $1 AND account_id = $2 RETURNING *`, [
+        call.audienceId,
+        call.app.accountId,
+        (call.request as { name: string }).name,
+      ]);
+      if (!row) throw notFound('Audience', '/path/audienceId');
+      return audienceView(row);
+    });
   }
 
   /** Deletes the audience; its memberships go with it (ON DELETE CASCADE). */
   async delete(call: AudienceCall): Promise<void> {
-    const rows = await this.db.query(`DELETE FROM audiences WHERE id = $1 AND account_id = $2 RETURNING id`, [call.audienceId, call.app.accountId]);
-    if (rows.length === 0) throw notFound('Audience', '/path/audienceId');
+    await this.write(call, 'deleteAudience', async (tx) => {
+      const rows = await tx.query(`DELETE FROM audiences WHERE id = $1 AND account_id = $2 RETURNING id`, [call.audienceId, call.app.accountId]);
+      if (rows.length === 0) throw notFound('Audience', '/path/audienceId');
+      return {};
+    });
   }
 
   /** Removes every member of the audience. */
   async removeAllMembers(call: AudienceCall): Promise<void> {
-    await this.retrying(async (tx) => {
+    await this.write(call, 'deleteAudienceMemberships', async (tx) => {
       await this.requireAudience(tx, call);
       await tx.query(
         `DELETE FROM audience_memberships WHERE audience_id = $1 AND profile_id IN (
            SELECT profile_id FROM audience_memberships WHERE audience_id = $1 ORDER BY profile_id FOR UPDATE)`,
         [call.audienceId],
       );
+      return {};
     });
   }
 
   /** Merges the attributes into every member profile (no rule runs). */
   async updateMembersAttributes(call: AudienceCall): Promise<void> {
     const attributes = call.request;
-    await this.retrying(async (tx) => {
+    await this.write(call, 'updateAudienceMembersAttributes', async (tx) => {
       await this.requireAudience(tx, call);
-      if (Object.keys(attributes).length === 0) return;
+      if (Object.keys(attributes).length === 0) return {};
       await tx.query(
         `UPDATE customer_profiles p SET attributes = p.attributes || $2::jsonb
           WHERE p.id IN (SELECT q.id FROM customer_profiles q JOIN audience_memberships m ON m.profile_id = q.id
                           WHERE m.audience_id = $1 ORDER BY q.id FOR NO KEY UPDATE OF q)`,
         [call.audienceId, JSON.stringify(attributes)],
       );
+      return {};
     });
   }
 
@@ -138,7 +148,7 @@ export class AudienceService {
     const adds = [...final.values()].filter((a) => a.action === 'add');
     const removes = [...final.values()].filter((a) => a.action === 'remove');
     const now = this.clock.now().toISOString();
-    await this.retrying(async (tx) => {
+    await this.write(call, 'updateAudienceMembers', async (tx) => {
       const found = await tx.query<{ id: number }>(`SELECT id FROM audiences WHERE account_id = $1 AND id = ANY($2::int[])`, [call.app.accountId, audienceIds]);
       const known = new Set(found.map((r) => r.id));
       const missing = actions.findIndex((a) => !known.has(a.audienceId));
@@ -170,6 +180,7 @@ export class AudienceService {
           [call.app.accountId, JSON.stringify(removes)],
         );
       }
+      return {};
     });
   }
 
@@ -178,7 +189,35 @@ export class AudienceService {
     if (rows.length === 0) throw notFound('Audience', '/path/audienceId');
   }
 
-  private async retrying(fn: (tx: Queryable) => Promise<void>): Promise<void> {
+  /**
+   * Runs a write in a transaction (again on a deadlock), under its Idempotency-Key when one was
+   * sent: a stored response is replayed, and the response is stored with the write.
+   */
+  private async write(call: AudienceCall, operation: string, fn: (tx: Queryable) => Promise<JsonObject>): Promise<JsonObject> {
+    const scope: IdempotencyScope | undefined =
+      call.idempotencyKey === undefined
+        ? undefined
+        : { applicationId: call.app.applicationId, key: call.idempotencyKey, operation: `${operation}:${call.audienceId ?? ''}`, request: call.request };
+    const run = () =>
+      this.retrying(async (tx) => {
+        const out = await fn(tx);
+        if (scope) await remember(tx, scope, out, this.clock);
+        return out;
+      });
+    if (!scope) return run();
+    const previous = await replayed(this.db, scope, this.clock);
+    if (previous) return previous;
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof IdempotencyKeyTaken)) throw e;
+      const stored = await replayed(this.db, scope, this.clock);
+      if (!stored) throw e;
+      return stored;
+    }
+  }
+
+  private async retrying<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.db.transaction(fn);

@@ -95,6 +95,27 @@ describe('audiences', () => {
     expect(await membershipCount(a.id)).toBe(0);
   });
 
+  it('honours Idempotency-Key on audience writes', async () => {
+    const headers = { 'Idempotency-Key': `aud-create-${Date.now()}` };
+    const first = unwrap(await shop.integration.POST('/v2/audiences', { body: { name: 'Once' }, headers }));
+    const again = await shop.integration.POST('/v2/audiences', { body: { name: 'Once' }, headers });
+    expect(again.response.status).toBe(201);
+    expect(unwrap(again)).toEqual(first);
+    const count = await t.node.db.query(`SELECT id FROM audiences WHERE name = 'Once'`);
+    expect(count).toHaveLength(1);
+    const other = await shop.integration.POST('/v2/audiences', { body: { name: 'Twice' }, headers });
+    expect(other.response.status).toBe(409);
+    expect(pointerOf(other)).toBe('/headers/idempotency-key');
+
+    const bulkHeaders = { 'Idempotency-Key': `aud-bulk-${Date.now()}` };
+    const body = { data: [{ action: 'add' as const, profileIntegrationId: 'idem-1', audienceId: first.id }] };
+    expect((await shop.integration.POST('/v2/customer_audiences', { body, headers: bulkHeaders })).response.status).toBe(204);
+    unwrap(await clear(shop.integration, first.id));
+    // Replayed: the stored 204, not a second add.
+    expect((await shop.integration.POST('/v2/customer_audiences', { body, headers: bulkHeaders })).response.status).toBe(204);
+    expect(await membershipCount(first.id)).toBe(0);
+  });
+
   it('answers 401 to a wrong or absent key', async () => {
     const a = unwrap(await create(shop.integration, { name: 'Keyed' }));
     for (const apiKey of ['not-a-key', '']) {
@@ -258,16 +279,26 @@ describe.skipIf(!postgresUp)('audiences in rules and under concurrency', () => {
     const shop = await setupShop(t.url, admin);
     const vip = unwrap(await create(shop.integration, { name: 'VIP' }));
     await addCampaign(admin, shop.applicationId, [
-      rule(['inAudience', vip.id], [['setDiscount', 'vip', 5]], 'vip discount'),
+      rule(['and', ['=', ['.', 'Event', 'Type'], 'service_session_updated'], ['inAudience', vip.id]], [['setDiscount', 'vip', 5]], 'vip discount'),
+      rule(['and', ['=', ['.', 'Event', 'Type'], 'service_profile_updated'], ['inAudience', vip.id]], [['showNotification', 'info', 'VIP', 'hello']], 'vip note'),
     ]);
+    const notes = async (body: Record<string, unknown>) =>
+      (await profile(shop.integration, 'vip-1', body, { runRuleEngine: true })).effects.filter((e) => e.effectType === 'showNotification').length;
     const discounts = (effects: Array<{ effectType: string; props: Record<string, unknown> }>) =>
       effects.filter((e) => e.effectType === 'setDiscount' && e.props.name === 'vip').map((e) => e.props.value);
 
     expect(discounts((await put(shop, 'vip-s1', cart([50], { profileId: 'vip-1' }))).effects as never)).toEqual([]);
     unwrap(await members(shop.integration, [{ action: 'add', profileIntegrationId: 'vip-1', audienceId: vip.id }]));
     expect(discounts((await put(shop, 'vip-s1', cart([50], { profileId: 'vip-1' }))).effects as never)).toEqual([5]);
+    expect(await notes({})).toBe(1);
     unwrap(await members(shop.integration, [{ action: 'remove', profileIntegrationId: 'vip-1', audienceId: vip.id }]));
     expect(discounts((await put(shop, 'vip-s1', cart([50], { profileId: 'vip-1' }))).effects as never)).toEqual([]);
+    expect(await notes({})).toBe(0);
+    // The rules of a profile update see its own audiencesChanges.
+    expect(await notes({ audiencesChanges: { adds: [vip.id] } })).toBe(1);
+    expect(await inAudience(vip.id, 'vip-1')).toBe(true);
+    expect(await notes({ audiencesChanges: { deletes: [vip.id] } })).toBe(0);
+    expect(await inAudience(vip.id, 'vip-1')).toBe(false);
   });
 
   it('addToAudience / removeFromAudience: committed on close, rolled back on cancel, at once for profile updates', async () => {
