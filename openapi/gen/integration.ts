@@ -113,7 +113,7 @@ export interface paths {
         get?: never;
         /**
          * Update or create a customer profile; attributes are merged into the stored ones
-         * @description Without runRuleEngine the attributes are stored and nothing is evaluated. With runRuleEngine=true the built-in event `service_profile_created` (new profile) or `service_profile_updated` is evaluated, its effects are committed at once and an event is recorded; with dry=true as well nothing is stored (dry without runRuleEngine is a 400). `audiencesChanges` is validated but not applied yet (audiences arrive in a later release).
+         * @description Without runRuleEngine the attributes are stored and nothing is evaluated. With runRuleEngine=true the built-in event `service_profile_created` (new profile) or `service_profile_updated` is evaluated, its effects are committed at once and an event is recorded; with dry=true as well nothing is stored (dry without runRuleEngine is a 400). `audiencesChanges` adds and deletes the profile's audience memberships with the update (an audience not of the account is a 404; a dry run only shows them to the rules).
          */
         put: operations["updateCustomerProfileV2"];
         post?: never;
@@ -303,6 +303,104 @@ export interface paths {
         /** The profile's inventory in this Application; each part is present when its flag is true */
         get: operations["getCustomerInventory"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/audiences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an audience of the account
+         * @description Audiences belong to the account (as profiles do). An `integrationId` is used once per `integration` within the account: a second audience with the same pair gets 409. Every audience write honours Idempotency-Key (its response, or its 204, is replayed).
+         */
+        post: operations["createAudienceV2"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/audiences/{audienceId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Rename an audience (no rule is run) */
+        put: operations["updateAudienceV2"];
+        post?: never;
+        /** Delete an audience and its memberships */
+        delete: operations["deleteAudienceV2"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/audiences/{audienceId}/memberships": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove every member of an audience */
+        delete: operations["deleteAudienceMembershipsV2"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/customer_audiences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add profiles to audiences or remove them (up to 1000 actions; `add` creates missing profiles)
+         * @description The actions are applied in order in one transaction: all or nothing. Every audience must belong to the account (404 otherwise, pointing at the action).
+         */
+        post: operations["updateAudienceCustomersV2"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/audience_customers/{audienceId}/attributes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Set attributes on every member profile of an audience (merged; no rule is run) */
+        put: operations["updateAudienceCustomersAttributesV2"];
         post?: never;
         delete?: never;
         options?: never;
@@ -705,6 +803,32 @@ export interface components {
             achievements?: {
                 [key: string]: unknown;
             }[];
+        };
+        NewAudience: {
+            name: string;
+            sandbox?: boolean;
+            description?: string;
+            /** @description The third-party platform; omit if none */
+            integration?: string;
+            /** @description The id in that platform */
+            integrationId?: string;
+            createdIn3rdParty?: boolean;
+            /** Format: date-time */
+            lastUpdate?: string;
+        };
+        Audience: {
+            id: number;
+            accountId: number;
+            /** Format: date-time */
+            created: string;
+            name: string;
+            sandbox?: boolean;
+            description?: string;
+            integration?: string;
+            integrationId?: string;
+            createdIn3rdParty?: boolean;
+            /** Format: date-time */
+            lastUpdate?: string;
         };
     };
     responses: {
@@ -1299,6 +1423,195 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["CustomerInventory"];
                 };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    createAudienceV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewAudience"];
+            };
+        };
+        responses: {
+            /** @description The audience */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Audience"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateAudienceV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The audience */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Audience"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    deleteAudienceV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    deleteAudienceMembershipsV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateAudienceCustomersV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    data: {
+                        /** @enum {string} */
+                        action: "add" | "remove";
+                        profileIntegrationId: string;
+                        audienceId: number;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description Applied */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    updateAudienceCustomersAttributesV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                audienceId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Updated */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];

@@ -1,4 +1,4 @@
-import type { EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
+import type { AudienceService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -8,12 +8,13 @@ export interface IntegrationServices {
   profiles: ProfileService;
   events: EventService;
   reservations: ReservationService;
+  audiences: AudienceService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events, reservations } = services;
+  const { sessions, referrals, profiles, events, reservations, audiences } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -48,5 +49,23 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     listCouponReservationHolders: (call) => reservations.holders(call),
     customerInventory: (call) => reservations.inventory(call),
     // ---- handlers H: audiences (issue 6; keep this marker) ----
+    createAudience: (call) => audiences.create(call),
+    updateAudience: (call) => audiences.rename(call),
+    deleteAudience: async (call) => {
+      await audiences.delete(call);
+      return {};
+    },
+    deleteAudienceMemberships: async (call) => {
+      await audiences.removeAllMembers(call);
+      return {};
+    },
+    updateAudienceMembers: async (call) => {
+      await audiences.changeMembers(call);
+      return {};
+    },
+    updateAudienceMembersAttributes: async (call) => {
+      await audiences.updateMembersAttributes(call);
+      return {};
+    },
   };
 }

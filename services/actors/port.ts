@@ -110,6 +110,16 @@ function digest(s: string): string {
   return (h >>> 0).toString(36);
 }
 
+/** An audience call (issue 6): the audience in the path, if any, and the body as received. */
+export interface AudienceCall {
+  app: AppRef;
+  audienceId?: number | undefined;
+  request: JsonObject;
+  /** Made by the edge for each call: the call's own actor key. */
+  callId: string;
+  idempotencyKey?: string | undefined;
+}
+
 /** Every operation by name with its call, as it crosses the wire between nodes. */
 export interface PortCalls {
   updateSession: UpdateSessionCall;
@@ -126,6 +136,12 @@ export interface PortCalls {
   listCouponReservationHolders: CouponReservationHoldersCall;
   customerInventory: CustomerInventoryCall;
   // ---- calls H: audiences (issue 6; keep this marker) ----
+  createAudience: AudienceCall;
+  updateAudience: AudienceCall;
+  deleteAudience: AudienceCall;
+  deleteAudienceMemberships: AudienceCall;
+  updateAudienceMembers: AudienceCall;
+  updateAudienceMembersAttributes: AudienceCall;
 }
 export type PortOperation = keyof PortCalls;
 
@@ -144,6 +160,12 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'listCouponReservationHolders',
   'customerInventory',
   // ---- operations H: audiences (issue 6; keep this marker) ----
+  'createAudience',
+  'updateAudience',
+  'deleteAudience',
+  'deleteAudienceMemberships',
+  'updateAudienceMembers',
+  'updateAudienceMembersAttributes',
 ];
 
 export interface PortResult<T> {
@@ -188,6 +210,18 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
       return `p:${p.app.accountId}:${p.integrationId}`;
     }
     // ---- keys H: audiences (issue 6; keep this marker) ----
+    // Audience calls need no actor's ordering (the database orders them; see
+    // services/integration/audiences.ts): each call is its own actor, so that parallel calls on
+    // one audience are never refused as busy.
+    case 'createAudience':
+    case 'updateAudience':
+    case 'deleteAudience':
+    case 'deleteAudienceMemberships':
+    case 'updateAudienceMembers':
+    case 'updateAudienceMembersAttributes': {
+      const p = payload as AudienceCall;
+      return `a:${p.app.accountId}:${p.callId}`;
+    }
     case 'updateSession':
     case 'getSession':
     case 'returnSession':

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { AppRef, IntegrationPort } from '../actors/port.js';
 import { mapLimited } from '../shared/index.js';
 import type { RouteHandler, RouteInput } from './app.js';
@@ -42,6 +43,30 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
     // ---- handlers H: audiences (issue 6; keep this marker) ----
+    createAudienceV2: async ({ app, body, headers }) => {
+      const r = await port.invoke('createAudience', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 201, body: r.value, headers: served(r.servedBy) };
+    },
+    updateAudienceV2: async ({ app, params, body, headers }) => {
+      const r = await port.invoke('updateAudience', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    deleteAudienceV2: async ({ app, params, headers }) => {
+      const r = await port.invoke('deleteAudience', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 204, headers: served(r.servedBy) };
+    },
+    deleteAudienceMembershipsV2: async ({ app, params, headers }) => {
+      const r = await port.invoke('deleteAudienceMemberships', { app: app as AppRef, audienceId: params.audienceId, request: {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 204, headers: served(r.servedBy) };
+    },
+    updateAudienceCustomersV2: async ({ app, body, headers }) => {
+      const r = await port.invoke('updateAudienceMembers', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 204, headers: served(r.servedBy) };
+    },
+    updateAudienceCustomersAttributesV2: async ({ app, params, body, headers }) => {
+      const r = await port.invoke('updateAudienceMembersAttributes', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
+      return { status: 204, headers: served(r.servedBy) };
+    },
     updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,

@@ -25,7 +25,9 @@ export type CounterEntry =
   | { t: 'coupon'; id: number; campaignId: number; discount: number }
   | { t: 'referral'; id: number; campaignId: number; friend: string }
   | { t: 'limit'; campaignId: number; couponId: number; action: string; period: string; entity: string; amount: number }
-  | { t: 'stats'; campaignId: number; coupons: number; referrals: number; discount: number; discountEffects: number; createdCoupons: number };
+  | { t: 'stats'; campaignId: number; coupons: number; referrals: number; discount: number; discountEffects: number; createdCoupons: number }
+  /** A membership that addToAudience made (added) or removeFromAudience ended (not added). */
+  | { t: 'audience'; campaignId: number; audienceId: number; profile: string; added: boolean };
 
 export const DISCOUNT_EFFECTS: ReadonlySet<string> = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
 /** Amounts that returns give back pro rata; counts (redemptions) stay. */
@@ -113,6 +115,7 @@ interface EffectsPlan {
   profileAttributes: Record<string, unknown>;
   creations: Effect[];
   stats: CampaignStatsDelta[];
+  audiences: Array<{ campaignId: number; audienceId: number; profile: string; add: boolean }>;
 }
 
 /** What committing the effects writes, in the order it is written. */
@@ -152,7 +155,16 @@ function planEffects(c: EffectsCommit): EffectsPlan {
     };
     if (entry.coupons + entry.referrals + entry.discountEffects + entry.createdCoupons > 0) stats.push(entry);
   }
-  return { redemptions, referral, limits, profileAttributes, creations, stats };
+  const audiences = c.effects
+    .filter((e) => e.effectType === 'addToAudience' || e.effectType === 'removeFromAudience')
+    .map((e) => ({
+      campaignId: e.campaignId,
+      audienceId: Number(e.props.audienceId),
+      profile: typeof e.props.profileIntegrationId === 'string' && e.props.profileIntegrationId !== '' ? e.props.profileIntegrationId : c.profileId,
+      add: e.effectType === 'addToAudience',
+    }))
+    .filter((a) => a.profile !== '' && Number.isSafeInteger(a.audienceId));
+  return { redemptions, referral, limits, profileAttributes, creations, stats, audiences };
 }
 
 /**
@@ -162,7 +174,7 @@ function planEffects(c: EffectsCommit): EffectsPlan {
  */
 export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[]; counters: CounterEntry[] } | undefined {
   const plan = planEffects(c);
-  const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length;
+  const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length;
   if (more > 0 || plan.referral) return undefined;
   return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
 }
@@ -230,6 +242,13 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
        ON CONFLICT (account_id, integration_id) DO UPDATE SET attributes = customer_profiles.attributes || EXCLUDED.attributes`,
       [c.app.accountId, c.profileId, c.now.toISOString(), JSON.stringify(plan.profileAttributes)],
     );
+  }
+
+  // Audience memberships of addToAudience / removeFromAudience, in effect order; only an actual
+  // change is recorded (and so rolled back by a cancel).
+  for (const a of plan.audiences) {
+    const changed = await changeMembership(tx, c.app.accountId, a.audienceId, a.profile, a.add, c.now.toISOString());
+    if (changed) counters.push({ t: 'audience', campaignId: a.campaignId, audienceId: a.audienceId, profile: a.profile, added: a.add });
   }
 
   // Created coupons and referrals become real.
@@ -361,6 +380,10 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         if (keep) remaining.push({ ...k, amount: addExact(k.amount, -amount) });
         break;
       }
+      case 'audience':
+        if (keep) remaining.push(k);
+        else await changeMembership(tx, null, k.audienceId, k.profile, !k.added, new Date().toISOString());
+        break;
       case 'stats': {
         // Created coupons stay: they exist now, whatever happens to the session that made them.
         const discount = back(k.discount);
@@ -377,3 +400,34 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
 
 // The views moved to the store so that the Management API shows coupons and referrals the same way.
 export { couponView, referralView };
+
+/**
+ * Adds the profile (created when missing) to an audience of its account, or removes it; true when
+ * that changed anything. accountId null: the audience's own account (a rollback).
+ */
+export async function changeMembership(tx: Queryable, accountId: number | null, audienceId: number, profile: string, add: boolean, now: string): Promise<boolean> {
+  if (add) {
+    const rows = await tx.query(
+      `WITH a AS (SELECT id, account_id FROM audiences WHERE id = $1 AND ($2::int IS NULL OR account_id = $2)),
+       p AS (
+         -- DO UPDATE (a no-op) rather than DO NOTHING: it returns the row a concurrent writer made.
+         INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
+         SELECT a.account_id, $3, $4, $4 FROM a
+         ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = customer_profiles.last_activity RETURNING id
+       )
+       INSERT INTO audience_memberships (audience_id, profile_id, created)
+       SELECT a.id, p.id, $4 FROM a, p
+       ON CONFLICT DO NOTHING RETURNING audience_id`,
+      [audienceId, accountId, profile, now],
+    );
+    return rows.length > 0;
+  }
+  const rows = await tx.query(
+    `DELETE FROM audience_memberships m USING audiences a, customer_profiles p
+      WHERE m.audience_id = $1 AND a.id = m.audience_id AND ($2::int IS NULL OR a.account_id = $2)
+        AND p.id = m.profile_id AND p.account_id = a.account_id AND p.integration_id = $3
+      RETURNING m.audience_id`,
+    [audienceId, accountId, profile],
+  );
+  return rows.length > 0;
+}

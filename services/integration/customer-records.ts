@@ -4,7 +4,7 @@
 import type { Effect, EvaluationResult } from '../engine/index.js';
 import type { JsonObject } from '../actors/port.js';
 import type { Queryable } from '../store/index.js';
-import { eventView, profileView, toEvent as eventOf, toProfile as profileOf, type EventRecord, type ProfileRecord } from './repository.js';
+import { AUDIENCES_OF_P, eventView, profileView, toEvent as eventOf, toProfile as profileOf, type EventRecord, type ProfileRecord } from './repository.js';
 
 export { profileOf };
 import type { AppSnapshot } from './snapshot.js';
@@ -21,11 +21,11 @@ export async function upsertProfile(
   now: string,
 ): Promise<{ profile: ProfileRecord; created: boolean }> {
   const [row] = await tx.query(
-    `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, attributes)
+    `INSERT INTO customer_profiles AS p (account_id, integration_id, created, last_activity, attributes)
      VALUES ($1, $2, $3, $3, $4::jsonb)
      ON CONFLICT (account_id, integration_id)
-     DO UPDATE SET attributes = customer_profiles.attributes || EXCLUDED.attributes, last_activity = EXCLUDED.last_activity
-     RETURNING *, (xmax = 0) AS inserted`,
+     DO UPDATE SET attributes = p.attributes || EXCLUDED.attributes, last_activity = EXCLUDED.last_activity
+     RETURNING *, (xmax = 0) AS inserted, ${AUDIENCES_OF_P} AS audiences`,
     [accountId, integrationId, now, JSON.stringify(attributes)],
   );
   return { profile: profileOf(row!), created: row!.inserted === true };

@@ -22,7 +22,7 @@ import {
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
-import { isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
+import { AUDIENCES_OF_P, isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
 import { emptySession, sessionView, type SessionRecord } from './session-model.js';
 
 export type EventServiceOptions = IntegrationServiceOptions;
@@ -122,8 +122,8 @@ export class EventService extends IntegrationService {
           if (profileId !== '') {
             // A missing profile is created; an existing one is active now.
             const [row] = await tx.query(
-              `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity) VALUES ($1, $2, $3, $3)
-               ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity RETURNING *`,
+              `INSERT INTO customer_profiles AS p (account_id, integration_id, created, last_activity) VALUES ($1, $2, $3, $3)
+               ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity RETURNING *, ${AUDIENCES_OF_P} AS audiences`,
               [call.app.accountId, profileId, nowIso],
             );
             profileAfter = profileOf(row!);

@@ -123,6 +123,15 @@ export async function loadFacts(
     );
     if (row) facts.referral = referralFactOf(row);
   }
+  const audienceIds = [...new Set(campaigns.flatMap(audienceIdsOf))];
+  if (audienceIds.length > 0) {
+    // The audiences that addToAudience / removeFromAudience effects name (the engine needs their names).
+    const rows = await db.query<{ id: number; name: string }>(`SELECT id, name FROM audiences WHERE account_id = $1 AND id = ANY($2::int[])`, [
+      app.accountId,
+      audienceIds,
+    ]);
+    facts.audiences = Object.fromEntries(rows.map((r) => [String(r.id), { name: r.name }]));
+  }
   const limitKeys = limitKeysOf(app, campaigns, couponRows, session, now);
   if (limitKeys.length > 0) {
     const counters = await db.query<{ campaign_id: number; coupon_id: number; action: string; period: string; entity: string; counter: string }>(
@@ -215,4 +224,27 @@ function limitKeysOf(
     }
   }
   return keys;
+}
+
+const audienceIdCache = new WeakMap<CampaignSnapshot, number[]>();
+
+/** The literal audience ids of a campaign's addToAudience / removeFromAudience effects (cached per snapshot). */
+export function audienceIdsOf(c: CampaignSnapshot): number[] {
+  const cached = audienceIdCache.get(c);
+  if (cached) return cached;
+  const ids = new Set<number>();
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      const [op, first] = node as unknown[];
+      if ((op === 'addToAudience' || op === 'removeFromAudience') && (typeof first === 'number' || typeof first === 'string')) {
+        const id = Number(first);
+        if (Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647) ids.add(id);
+      }
+      node.forEach(visit);
+    } else if (node !== null && typeof node === 'object') Object.values(node).forEach(visit);
+  };
+  visit(c.ruleset);
+  const out = [...ids];
+  audienceIdCache.set(c, out);
+  return out;
 }

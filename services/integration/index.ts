@@ -16,3 +16,4 @@ export { type ProfileRecord, type EventRecord } from './repository.js';
 // ---- exports G: coupon reservations and customer inventory (issue 6; keep this marker) ----
 export { ReservationService, MAX_RESERVATION_IDS, type InventoryCall, type ReservationCall, type ReservationHoldersCall } from './reservations.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
+export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';

@@ -19,6 +19,7 @@ import {
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
+import { applyAudiencesChanges } from './audiences.js';
 import { loadProfile, type ProfileRecord } from './repository.js';
 import { emptySession } from './session-model.js';
 
@@ -61,7 +62,6 @@ export class ProfileService extends IntegrationService {
     const responseContent = new Set<string>(v1 ? V1_RESPONSE_CONTENT : (request.responseContent ?? []));
     if (call.dry && !call.runRuleEngine) throw badRequest('`dry` is only meaningful with runRuleEngine=true', '/query/dry');
     checkAudiencesChanges(request.audiencesChanges);
-    // Audiences arrive with their own issue: audiencesChanges is validated but not stored yet.
     const attributes = request.attributes ?? {};
     const evaluable = request.evaluableCampaignIds?.length ? request.evaluableCampaignIds : undefined;
     const shape = (state: JsonObject) => (v1 ? toV1State(state) : state);
@@ -126,7 +126,7 @@ export class ProfileService extends IntegrationService {
   ): Promise<JsonObject> {
     const now = this.clock.now().toISOString();
     return this.db.transaction(async (tx) => {
-      const { profile } = await upsertProfile(tx, call.app.accountId, call.integrationId, attributes, now);
+      const { profile } = await this.upsertWithAudiences(tx, call, attributes, now);
       const snapshot = responseContent.has('triggeredCampaigns') ? await this.snapshots.get(call.app.applicationId) : undefined;
       const state = integrationState(responseContent, {
         snapshot,
@@ -148,7 +148,7 @@ export class ProfileService extends IntegrationService {
     responseContent: Set<string>,
     scope: IdempotencyScope | undefined,
   ): Promise<JsonObject> {
-    const { app, integrationId } = call;
+    const { integrationId } = call;
     for (let attempt = 1; ; attempt++) {
       const { now, nowIso, outcome, newEvent } = await this.evaluateProfileEvent(call, attributes, { onlyCampaignIds: evaluable });
       try {
@@ -163,7 +163,7 @@ export class ProfileService extends IntegrationService {
             loaded: outcome.loaded,
             now,
           });
-          const { profile } = await upsertProfile(tx, app.accountId, integrationId, attributes, nowIso);
+          const { profile } = await this.upsertWithAudiences(tx, call, attributes, nowIso);
           const event = await insertEvent(tx, newEvent);
           const state = integrationState(responseContent, {
             snapshot: outcome.snapshot,
@@ -184,6 +184,15 @@ export class ProfileService extends IntegrationService {
     }
   }
 
+  /** The attribute merge, then the audiencesChanges of the request (the profile is returned with its memberships). */
+  private async upsertWithAudiences(tx: Queryable, call: UpdateProfileCall, attributes: Record<string, unknown>, now: string): Promise<{ profile: ProfileRecord }> {
+    const upserted = await upsertProfile(tx, call.app.accountId, call.integrationId, attributes, now);
+    const changes = (call.request as ProfileRequest).audiencesChanges;
+    if ((changes?.adds?.length ?? 0) + (changes?.deletes?.length ?? 0) === 0) return upserted;
+    await applyAudiencesChanges(tx, call.app.accountId, call.integrationId, changes);
+    return { profile: (await loadProfile(tx, call.app.accountId, call.integrationId)) ?? upserted.profile };
+  }
+
   /** Evaluates the profile's built-in event on the profile as it will be after the merge (what the rules see). */
   private async evaluateProfileEvent(
     call: UpdateProfileCall,
@@ -195,6 +204,14 @@ export class ProfileService extends IntegrationService {
     const nowIso = now.toISOString();
     const stored = await loadProfile(this.db, app.accountId, integrationId);
     const merged = mergedProfile(stored, app.accountId, integrationId, attributes, nowIso);
+    // The rules see the memberships as the request's audiencesChanges leave them.
+    const changes = (call.request as ProfileRequest).audiencesChanges;
+    if (changes) {
+      const gone = new Set(changes.deletes ?? []);
+      const kept = (merged.audiences ?? []).filter((a) => !gone.has(a.id));
+      const added = [...new Set(changes.adds ?? [])].filter((id) => !kept.some((a) => a.id === id)).map((id) => ({ id, name: '' }));
+      merged.audiences = [...kept, ...added];
+    }
     const type = `${this.prefix}${stored ? 'profile_updated' : 'profile_created'}`;
     const outcome = await this.evaluation.run({
       applicationId: app.applicationId,
@@ -257,7 +274,7 @@ function profileSession(applicationId: number, profileId: string, now: string) {
   return session;
 }
 
-/** audiencesChanges is accepted and checked (one audience cannot be added and removed at once). */
+/** audiencesChanges is checked (one audience cannot be added and removed at once) and applied with the update. */
 function checkAudiencesChanges(changes: ProfileRequest['audiencesChanges']): void {
   if (!changes) return;
   const adds = new Set(changes.adds ?? []);

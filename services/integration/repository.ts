@@ -15,7 +15,13 @@ export interface ProfileRecord {
   closedSessions: number;
   totalSales: number;
   sandbox: boolean;
+  /** The audiences the profile belongs to, by id (loaded with the profile; absent when not loaded). */
+  audiences?: Array<{ id: number; name: string }>;
 }
+
+/** The profile's audience memberships as a JSON array `[{id, name}]`, for a profile row aliased `p`. */
+export const AUDIENCES_OF_P = `(SELECT coalesce(json_agg(json_build_object('id', a.id, 'name', a.name) ORDER BY a.id), '[]'::json)
+     FROM audience_memberships m JOIN audiences a ON a.id = m.audience_id WHERE m.profile_id = p.id)`;
 
 export interface EventRecord {
   id: number;
@@ -82,6 +88,7 @@ export function toProfile(r: Record<string, unknown>): ProfileRecord {
     closedSessions: r.closed_sessions as number,
     totalSales: Number(r.total_sales),
     sandbox: r.sandbox as boolean,
+    ...(Array.isArray(r.audiences) ? { audiences: (r.audiences as Array<{ id: number; name: string }>).map((a) => ({ id: Number(a.id), name: a.name })) } : {}),
   };
 }
 
@@ -108,11 +115,20 @@ export async function loadSession(db: Queryable, applicationId: number, integrat
 }
 
 export async function loadProfile(db: Queryable, accountId: number, integrationId: string): Promise<ProfileRecord | undefined> {
-  const [row] = await db.query(`SELECT * FROM customer_profiles WHERE account_id = $1 AND integration_id = $2`, [
+  const [row] = await db.query(`SELECT p.*, ${AUDIENCES_OF_P} AS audiences FROM customer_profiles p WHERE account_id = $1 AND integration_id = $2`, [
     accountId,
     integrationId,
   ]);
   return row ? toProfile(row) : undefined;
+}
+
+/** The audiences a profile (by row id) belongs to, as shown in its view. */
+export async function loadAudiences(db: Queryable, profileId: number): Promise<Array<{ id: number; name: string }>> {
+  const [row] = await db.query<{ audiences: Array<{ id: number; name: string }> }>(
+    `SELECT ${AUDIENCES_OF_P} AS audiences FROM (SELECT $1::bigint AS id) p`,
+    [profileId],
+  );
+  return row?.audiences ?? [];
 }
 
 /**
@@ -127,7 +143,7 @@ export async function loadProfileContext(
 ): Promise<{ profile: ProfileRecord | undefined; firstSession: boolean }> {
   if (profileId === '') return { profile: undefined, firstSession: true };
   const [row] = await db.query<{ profile: Record<string, unknown> | null; first: boolean }>(
-    `SELECT (SELECT row_to_json(p) FROM customer_profiles p WHERE p.account_id = $1 AND p.integration_id = $2) AS profile,
+    `SELECT (SELECT to_jsonb(p) || jsonb_build_object('audiences', ${AUDIENCES_OF_P}) FROM customer_profiles p WHERE p.account_id = $1 AND p.integration_id = $2) AS profile,
             $4::boolean AND NOT EXISTS (SELECT 1 FROM customer_sessions WHERE application_id = $3 AND profile_id = $2) AS first`,
     [app.accountId, profileId, app.applicationId, newSession],
   );
@@ -290,7 +306,7 @@ export function profileView(p: ProfileRecord): Record<string, unknown> {
     closedSessions: p.closedSessions,
     totalSales: p.totalSales,
     loyaltyMemberships: null,
-    audienceMemberships: [],
+    audienceMemberships: p.audiences ?? [],
     lastActivity: p.lastActivity,
     sandbox: p.sandbox,
   };
@@ -302,7 +318,7 @@ export function profileRoot(p: ProfileRecord | undefined, integrationId: string)
     Attributes: p?.attributes ?? {},
     ClosedSessions: p?.closedSessions ?? 0,
     TotalSales: p?.totalSales ?? 0,
-    Audiences: [],
+    Audiences: (p?.audiences ?? []).map((a) => a.id),
     Created: p?.created ?? null,
     LastActivity: p?.lastActivity ?? null,
     Loyalty: {},
@@ -449,11 +465,17 @@ async function committedResult(
 ): Promise<SessionCommitResult> {
   const s = c.session;
   const byType = new Map(c.events.map((e) => [e.type, e]));
-  const profile = profileRow
-    ? toProfile(profileRow)
+  let profile = profileRow
+    ? { ...toProfile(profileRow), ...(c.knownProfile?.audiences ? { audiences: c.knownProfile.audiences } : {}) }
     : s.profileId === ''
       ? undefined
       : (c.knownProfile ?? (c.profileNeeded ? await loadProfile(db, c.accountId, s.profileId) : undefined));
+  // Memberships not read with the profile, or changed by this commit (a close or its undo commits
+  // audience effects): read as they are now, when the response may show the profile.
+  const counting = (c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0;
+  if (profile && c.profileNeeded !== false && (profile.audiences === undefined || c.closing || counting)) {
+    profile = { ...profile, audiences: await loadAudiences(db, profile.id) };
+  }
   return {
     session: { ...s, id: Number(stored.id), created: iso(stored.created), updated: iso(stored.updated), updateCount: stored.update_count as number },
     profile,

@@ -150,9 +150,11 @@ describe.skipIf(!postgresUp)('customer profiles (v2)', () => {
     expect(await profileRow('erin')).toBeUndefined();
   });
 
-  it('accepts audiencesChanges without storing anything for it yet', async () => {
-    const r = unwrap(await put(shop, 'frank', { attributes: { a: 1 }, audiencesChanges: { adds: [1, 2], deletes: [3] }, responseContent: ['customerProfile'] }));
-    expect(r.customerProfile).toMatchObject({ attributes: { a: 1 }, audienceMemberships: [] });
+  it('refuses audiencesChanges naming an unknown audience with 404, storing nothing (audiences.test.ts covers the rest)', async () => {
+    const r = await put(shop, 'frank', { attributes: { a: 1 }, audiencesChanges: { adds: [2_000_000_001], deletes: [] }, responseContent: ['customerProfile'] });
+    expect(r.response.status).toBe(404);
+    expect(r.error!.errors[0]!.source?.pointer).toBe('/audiencesChanges/adds/0');
+    expect(await profileRow('frank')).toBeUndefined();
   });
 
   it('answers 401 to a wrong key', async () => {

@@ -1,0 +1,261 @@
+// Audiences (issue 6): account-level groups of customer profiles. Created, renamed and deleted
+// through the Integration API; members are added and removed in bulk (creating missing profiles),
+// by `audiencesChanges` of a profile update, and by the addToAudience / removeFromAudience effects
+// of rules (commit-effects.ts). Memberships are rows of audience_memberships, read with the profile
+// in the same query (repository.ts AUDIENCES_OF_P), so an evaluation always sees the latest ones.
+// None of these calls needs an actor's ordering: every change is a single set-based statement in
+// a transaction, and rows are locked in a fixed order (profiles, then memberships, by id).
+import type { AudienceCall, JsonObject } from '../actors/port.js';
+import { AppError, notFound, type Clock } from '../shared/index.js';
+import type { Db, Queryable } from '../store/index.js';
+import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
+
+const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
+
+/** The Audience resource (service-spec, Audience); absent optional fields are left out. */
+export function audienceView(r: Record<string, unknown>): JsonObject {
+  return {
+    id: r.id as number,
+    accountId: r.account_id as number,
+    created: iso(r.created),
+    name: r.name as string,
+    sandbox: r.sandbox as boolean,
+    ...(r.description != null ? { description: r.description as string } : {}),
+    ...(r.integration != null ? { integration: r.integration as string } : {}),
+    ...(r.integration_id != null ? { integrationId: r.integration_id as string } : {}),
+    createdIn3rdParty: r.created_in_3rd_party as boolean,
+    ...(r.last_update != null ? { lastUpdate: iso(r.last_update) } : {}),
+  };
+}
+
+const integrationIdTaken = (integration: string | undefined, id: string): AppError =>
+  new AppError('conflict', `An audience with integrationId ${JSON.stringify(id)} already exists${integration ? ` for ${JSON.stringify(integration)}` : ''}`, [
+    { title: 'Conflict', details: 'integrationId already used for this integration in the account', source: { pointer: '/integrationId' } },
+  ]);
+
+const isUniqueViolation = (e: unknown) => (e as { code?: unknown } | null)?.code === '23505';
+/** Deadlock or serialization failure: the transaction is tried again. */
+const isRetryable = (e: unknown) => ['40P01', '40001'].includes(String((e as { code?: unknown } | null)?.code));
+
+export interface AudienceAction {
+  action: 'add' | 'remove';
+  profileIntegrationId: string;
+  audienceId: number;
+}
+
+export class AudienceService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock = { now: () => new Date() },
+  ) {}
+
+  async create(call: AudienceCall): Promise<JsonObject> {
+    const b = call.request as {
+      name: string;
+      sandbox?: boolean;
+      description?: string;
+      integration?: string;
+      integrationId?: string;
+      createdIn3rdParty?: boolean;
+      lastUpdate?: string;
+    };
+    try {
+      return await this.write(call, 'createAudience', async (tx) => {
+        const [row] = await tx.query(
+          `INSERT INTO audiences (account_id, name, description, integration, integration_id, sandbox, created_in_3rd_party, last_update, created)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
+          [
+            call.app.accountId,
+            b.name,
+            b.description ?? null,
+            b.integration ?? null,
+            b.integrationId ?? null,
+            b.sandbox ?? false,
+            b.createdIn3rdParty ?? false,
+            b.lastUpdate ?? null,
+            this.clock.now().toISOString(),
+          ],
+        );
+        return audienceView(row!);
+      });
+    } catch (e) {
+      if (isUniqueViolation(e)) throw integrationIdTaken(b.integration, b.integrationId ?? '');
+      throw e;
+    }
+  }
+
+  /** Renames the audience; no rule runs. */
+  async rename(call: AudienceCall): Promise<JsonObject> {
+    return this.write(call, 'updateAudience', async (tx) => {
+      const [row] = await tx.query(`UPDATE audiences SET name = $3 WHERE id = $1 AND account_id = $2 RETURNING *`, [
+        call.audienceId,
+        call.app.accountId,
+        (call.request as { name: string }).name,
+      ]);
+      if (!row) throw notFound('Audience', '/path/audienceId');
+      return audienceView(row);
+    });
+  }
+
+  /** Deletes the audience; its memberships go with it (ON DELETE CASCADE). */
+  async delete(call: AudienceCall): Promise<void> {
+    await this.write(call, 'deleteAudience', async (tx) => {
+      const rows = await tx.query(`DELETE FROM audiences WHERE id = $1 AND account_id = $2 RETURNING id`, [call.audienceId, call.app.accountId]);
+      if (rows.length === 0) throw notFound('Audience', '/path/audienceId');
+      return {};
+    });
+  }
+
+  /** Removes every member of the audience. */
+  async removeAllMembers(call: AudienceCall): Promise<void> {
+    await this.write(call, 'deleteAudienceMemberships', async (tx) => {
+      await this.requireAudience(tx, call);
+      await tx.query(
+        `DELETE FROM audience_memberships WHERE audience_id = $1 AND profile_id IN (
+           SELECT profile_id FROM audience_memberships WHERE audience_id = $1 ORDER BY profile_id FOR UPDATE)`,
+        [call.audienceId],
+      );
+      return {};
+    });
+  }
+
+  /** Merges the attributes into every member profile (no rule runs). */
+  async updateMembersAttributes(call: AudienceCall): Promise<void> {
+    const attributes = call.request;
+    await this.write(call, 'updateAudienceMembersAttributes', async (tx) => {
+      await this.requireAudience(tx, call);
+      if (Object.keys(attributes).length === 0) return {};
+      await tx.query(
+        `UPDATE customer_profiles p SET attributes = p.attributes || $2::jsonb
+          WHERE p.id IN (SELECT q.id FROM customer_profiles q JOIN audience_memberships m ON m.profile_id = q.id
+                          WHERE m.audience_id = $1 ORDER BY q.id FOR NO KEY UPDATE OF q)`,
+        [call.audienceId, JSON.stringify(attributes)],
+      );
+      return {};
+    });
+  }
+
+  /**
+   * Applies up to 1000 add/remove actions in one transaction (all or nothing). For one audience
+   * and profile the last action counts, as if they were applied in order. `add` creates missing
+   * profiles.
+   */
+  async changeMembers(call: AudienceCall): Promise<void> {
+    const actions = (call.request as { data: AudienceAction[] }).data;
+    const audienceIds = [...new Set(actions.map((a) => a.audienceId))];
+    const final = new Map<string, AudienceAction>();
+    for (const a of actions) final.set(JSON.stringify([a.audienceId, a.profileIntegrationId]), a);
+    const adds = [...final.values()].filter((a) => a.action === 'add');
+    const removes = [...final.values()].filter((a) => a.action === 'remove');
+    const now = this.clock.now().toISOString();
+    await this.write(call, 'updateAudienceMembers', async (tx) => {
+      const found = await tx.query<{ id: number }>(`SELECT id FROM audiences WHERE account_id = $1 AND id = ANY($2::int[])`, [call.app.accountId, audienceIds]);
+      const known = new Set(found.map((r) => r.id));
+      const missing = actions.findIndex((a) => !known.has(a.audienceId));
+      if (missing >= 0) throw notFound('Audience', `/data/${missing}/audienceId`);
+      const addProfiles = [...new Set(adds.map((a) => a.profileIntegrationId))].sort();
+      if (addProfiles.length > 0) {
+        await tx.query(
+          `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
+           SELECT $1, x, $3, $3 FROM unnest($2::text[]) AS x ORDER BY x
+           ON CONFLICT (account_id, integration_id) DO NOTHING`,
+          [call.app.accountId, addProfiles, now],
+        );
+        await tx.query(
+          `INSERT INTO audience_memberships (audience_id, profile_id, created)
+           SELECT x."audienceId", p.id, $3 FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text)
+             JOIN customer_profiles p ON p.account_id = $1 AND p.integration_id = x."profileIntegrationId"
+            ORDER BY p.id, x."audienceId"
+           ON CONFLICT DO NOTHING`,
+          [call.app.accountId, JSON.stringify(adds), now],
+        );
+      }
+      if (removes.length > 0) {
+        await tx.query(
+          `DELETE FROM audience_memberships WHERE (profile_id, audience_id) IN (
+             SELECT m.profile_id, m.audience_id FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text)
+               JOIN customer_profiles p ON p.account_id = $1 AND p.integration_id = x."profileIntegrationId"
+               JOIN audience_memberships m ON m.profile_id = p.id AND m.audience_id = x."audienceId"
+              ORDER BY m.profile_id, m.audience_id FOR UPDATE OF m)`,
+          [call.app.accountId, JSON.stringify(removes)],
+        );
+      }
+      return {};
+    });
+  }
+
+  private async requireAudience(tx: Queryable, call: AudienceCall): Promise<void> {
+    const rows = await tx.query(`SELECT 1 FROM audiences WHERE id = $1 AND account_id = $2`, [call.audienceId, call.app.accountId]);
+    if (rows.length === 0) throw notFound('Audience', '/path/audienceId');
+  }
+
+  /**
+   * Runs a write in a transaction (again on a deadlock), under its Idempotency-Key when one was
+   * sent: a stored response is replayed, and the response is stored with the write.
+   */
+  private async write(call: AudienceCall, operation: string, fn: (tx: Queryable) => Promise<JsonObject>): Promise<JsonObject> {
+    const scope: IdempotencyScope | undefined =
+      call.idempotencyKey === undefined
+        ? undefined
+        : { applicationId: call.app.applicationId, key: call.idempotencyKey, operation: `${operation}:${call.audienceId ?? ''}`, request: call.request };
+    const run = () =>
+      this.retrying(async (tx) => {
+        const out = await fn(tx);
+        if (scope) await remember(tx, scope, out, this.clock);
+        return out;
+      });
+    if (!scope) return run();
+    const previous = await replayed(this.db, scope, this.clock);
+    if (previous) return previous;
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof IdempotencyKeyTaken)) throw e;
+      const stored = await replayed(this.db, scope, this.clock);
+      if (!stored) throw e;
+      return stored;
+    }
+  }
+
+  private async retrying<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.db.transaction(fn);
+      } catch (e) {
+        if (!isRetryable(e) || attempt >= 5) throw e;
+        await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
+      }
+    }
+  }
+}
+
+/**
+ * `audiencesChanges` of a profile update: adds and deletes memberships of the profile (which
+ * exists by then) in the caller's transaction. Unknown audiences of the account are a 404.
+ */
+export async function applyAudiencesChanges(
+  tx: Queryable,
+  accountId: number,
+  profileIntegrationId: string,
+  changes: { adds?: number[]; deletes?: number[] } | undefined,
+): Promise<void> {
+  const adds = [...new Set(changes?.adds ?? [])];
+  const deletes = [...new Set(changes?.deletes ?? [])];
+  if (adds.length + deletes.length === 0) return;
+  // An id outside the column's range names no audience (and must not reach the int[] cast).
+  const storable = [...adds, ...deletes].filter((id) => Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647);
+  const found = await tx.query<{ id: number }>(`SELECT id FROM audiences WHERE account_id = $1 AND id = ANY($2::int[])`, [accountId, storable]);
+  const known = new Set(found.map((r) => r.id));
+  const badAdd = (changes?.adds ?? []).findIndex((id) => !known.has(id));
+  if (badAdd >= 0) throw notFound('Audience', `/audiencesChanges/adds/${badAdd}`);
+  const badDelete = (changes?.deletes ?? []).findIndex((id) => !known.has(id));
+  if (badDelete >= 0) throw notFound('Audience', `/audiencesChanges/deletes/${badDelete}`);
+  await tx.query(
+    `WITH p AS (SELECT id FROM customer_profiles WHERE account_id = $1 AND integration_id = $2),
+     d AS (DELETE FROM audience_memberships m USING p WHERE m.profile_id = p.id AND m.audience_id = ANY($4::int[]))
+     INSERT INTO audience_memberships (audience_id, profile_id, created)
+     SELECT a, p.id, now() FROM p, unnest($3::int[]) AS a ORDER BY a
+     ON CONFLICT DO NOTHING`,
+    [accountId, profileIntegrationId, adds, deletes],
+  );
+}
