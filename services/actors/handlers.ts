@@ -48,6 +48,9 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     },
     listCouponReservationHolders: (call) => reservations.holders(call),
     customerInventory: (call) => reservations.inventory(call),
+    // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudience: (call) => audiences.create(call),
     updateAudience: (call) => audiences.rename(call),

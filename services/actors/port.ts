@@ -135,6 +135,9 @@ export interface PortCalls {
   deleteCouponReservation: CouponReservationCall;
   listCouponReservationHolders: CouponReservationHoldersCall;
   customerInventory: CustomerInventoryCall;
+  // ---- calls I: catalogs and pricing (issue 6; keep this marker) ----
+  // ---- calls J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  // ---- calls K: achievements (issue 6; keep this marker) ----
   // ---- calls H: audiences (issue 6; keep this marker) ----
   createAudience: AudienceCall;
   updateAudience: AudienceCall;
@@ -159,6 +162,9 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'deleteCouponReservation',
   'listCouponReservationHolders',
   'customerInventory',
+  // ---- operations I: catalogs and pricing (issue 6; keep this marker) ----
+  // ---- operations J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  // ---- operations K: achievements (issue 6; keep this marker) ----
   // ---- operations H: audiences (issue 6; keep this marker) ----
   'createAudience',
   'updateAudience',
@@ -209,6 +215,9 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
       const p = payload as CustomerInventoryCall;
       return `p:${p.app.accountId}:${p.integrationId}`;
     }
+    // ---- keys I: catalogs and pricing (issue 6; keep this marker) ----
+    // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // ---- keys K: achievements (issue 6; keep this marker) ----
     // ---- keys H: audiences (issue 6; keep this marker) ----
     // Audience calls need no actor's ordering (the database orders them; see
     // services/integration/audiences.ts): each call is its own actor, so that parallel calls on

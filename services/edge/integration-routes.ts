@@ -42,6 +42,9 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
+    // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudienceV2: async ({ app, body, headers }) => {
       const r = await port.invoke('createAudience', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });

@@ -46,6 +46,9 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       ok(await m.getRuleset(ctx, who(principal), params.applicationId, params.campaignId, params.rulesetId)),
     createAttribute: async ({ principal, body }) => created(await m.createAttribute(ctx, who(principal), body)),
     getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
+    // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
     searchCampaigns: async ({ principal, params, query, body }) =>
       ok(await m.searchCampaigns(ctx, who(principal), params.applicationId, query, body)),
