@@ -64,10 +64,14 @@ describe('Management API: accounts', () => {
     expect(unwrap(await account(stranger.client, stranger.accountId))).toMatchObject({ applicationCount: 1, userCount: 1, campaignsActiveCount: 1, campaignsInactiveCount: 0 });
   });
 
-  it('reports the API call count once accounts carry one', async () => {
-    await t.node.db.query(`ALTER TABLE accounts ADD COLUMN IF NOT EXISTS api_call_count bigint NOT NULL DEFAULT 0`);
+  it('reports the API call count the access log writer keeps', async () => {
+    // The writer adds the calls it logs meanwhile (this read among them): what is shown lies
+    // between the count before the read and the count after it.
     await t.node.db.query(`UPDATE accounts SET api_call_count = 4242 WHERE id = $1`, [accountId]);
-    expect(unwrap(await account(t.admin)).apiCallCount).toBe(4242);
+    const shown = unwrap(await account(t.admin)).apiCallCount;
+    const [after] = await t.node.db.query<{ n: string }>(`SELECT api_call_count::text AS n FROM accounts WHERE id = $1`, [accountId]);
+    expect(shown).toBeGreaterThanOrEqual(4242);
+    expect(shown).toBeLessThanOrEqual(Number(after!.n));
   });
 
   it('lets an admin update billingEmail and companyName only', async () => {
