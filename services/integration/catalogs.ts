@@ -9,6 +9,7 @@
 import type { CatalogSyncCall, BestPriorPriceCall, JsonObject } from '../actors/port.js';
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
+import { withTotals, type SessionRecord } from './session-model.js';
 
 export type CatalogActionType = 'ADD' | 'PATCH' | 'PATCH_MANY' | 'REMOVE' | 'REMOVE_MANY';
 
@@ -272,4 +273,58 @@ export function priceRecordJson(r: Record<string, unknown>): JsonObject {
     metadata: r.metadata ?? {},
     target: r.target ?? { type: 'everyone' },
   };
+}
+
+/**
+ * Prices and enriches the cart items sent in a session update from the catalogs the session's
+ * Application subscribes to (one query for the cart's SKUs). For a SKU found in a catalog: the
+ * catalog's price replaces the sent one (the catalog is the price authority; the sent price stays
+ * when the catalog item has none), the catalog item's attributes are the defaults under the sent
+ * item attributes, and its product is used when the item sends none. A SKU in several subscribed
+ * catalogs takes the oldest catalog's item. Totals are recomputed.
+ */
+export async function priceFromCatalogs(db: Queryable, applicationId: number, session: SessionRecord, cartSent: boolean): Promise<SessionRecord> {
+  if (!cartSent || session.cartItems.length === 0) return session;
+  const skus = [...new Set(session.cartItems.map((i) => i.sku))];
+  const rows = await db.query<{ sku: string; price: string | null; attributes: Record<string, unknown>; product: { name?: string } | null }>(
+    `SELECT DISTINCT ON (i.sku) i.sku, i.price::text AS price, i.attributes, i.product
+       FROM catalog_items i JOIN catalog_applications ca ON ca.catalog_id = i.catalog_id AND ca.application_id = $1
+      WHERE i.sku = ANY($2::text[])
+      ORDER BY i.sku, i.catalog_id`,
+    [applicationId, skus],
+  );
+  if (rows.length === 0) return session;
+  const bySku = new Map(rows.map((r) => [r.sku, r]));
+  const cartItems = session.cartItems.map((item) => {
+    const known = bySku.get(item.sku);
+    if (!known) return item;
+    const next = { ...item };
+    if (known.price !== null) next.price = Number(known.price);
+    if (known.attributes && Object.keys(known.attributes).length > 0) next.attributes = { ...known.attributes, ...(item.attributes ?? {}) };
+    if (item.product === undefined && known.product) next.product = known.product;
+    return next;
+  });
+  return withTotals({ ...session, cartItems });
+}
+
+/**
+ * Records the prices of a committed session's cart (sent in the update) as price records of the
+ * Application, context the session's id. A price equal to the latest record of the SKU in the
+ * Application is not recorded again, so an unchanged cart adds nothing. Written after the session
+ * commit, outside its transaction: a crash in between loses these records only.
+ */
+export async function recordCartPrices(db: Queryable, accountId: number, applicationId: number, session: SessionRecord, observedAt: string): Promise<void> {
+  const bySku = new Map<string, number>();
+  for (const item of session.cartItems) bySku.set(item.sku, item.price);
+  if (bySku.size === 0) return;
+  await db.query(
+    `INSERT INTO price_records (account_id, application_id, sku, price, observed_at, context_id)
+     SELECT $1, $2, x.sku, x.price, $3, $4 FROM unnest($5::text[], $6::numeric[]) AS x(sku, price)
+      WHERE NOT EXISTS (
+        SELECT 1 FROM (SELECT p.price FROM price_records p
+                        WHERE p.account_id = $1 AND p.application_id = $2 AND p.sku = x.sku
+                        ORDER BY p.observed_at DESC, p.id DESC LIMIT 1) last
+         WHERE last.price = x.price)`,
+    [accountId, applicationId, observedAt, `session:${session.integrationId}`, [...bySku.keys()], [...bySku.values()]],
+  );
 }

@@ -300,6 +300,59 @@ describe('catalogs', () => {
       body: { sku: 'sku-1', startDate: at(30), endDate: new Date(end).toISOString() },
     })).response.status).toBe(401);
   });
+
+  it('prices and enriches cart items from subscribed catalogs, and records every observed price', async () => {
+    const c = unwrap(await createCatalog(t.admin, { name: 'Shop prices', subscribedApplicationsIds: [shop.applicationId] }));
+    unwrap(await sync(shop.integration, c.id, 1, [
+      { type: 'ADD', payload: { sku: 'shirt', price: 120, attributes: { color: 'red', size: 'L' }, product: { name: 'Shirts' } } },
+      { type: 'ADD', payload: { sku: 'unpriced', attributes: { color: 'blue' } } },
+    ]));
+    const update = (client: Client, id: string, items: unknown[]) =>
+      client.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: id } },
+        body: { customerSession: { profileId: 'cat-buyer', cartItems: items } as never, responseContent: ['customerSession'] },
+      });
+    const items = [
+      { sku: 'shirt', quantity: 2, price: 50, attributes: { size: 'M' } },
+      { sku: 'unpriced', quantity: 1, price: 7 },
+      { sku: 'sock', quantity: 1, price: 5 },
+    ];
+    const state = unwrap(await update(shop.integration, 'cat-session-1', items));
+    const session = state.customerSession!;
+    // The catalog's price wins; the sent item attributes override the catalog's; the sent price
+    // stays for an item the catalog has no price for and for an unknown SKU.
+    expect(session.cartItems.map((i) => [i.sku, i.price, i.attributes ?? {}, i.product ?? null])).toEqual([
+      ['shirt', 120, { color: 'red', size: 'M' }, { name: 'Shirts' }],
+      ['unpriced', 7, { color: 'blue' }, null],
+      ['sock', 5, {}, null],
+    ]);
+    expect(session.cartItemTotal).toBe(252);
+    // The 10% campaign of the shop sees the catalog price.
+    expect(state.effects.map((e) => e.props)).toEqual([{ name: '10% off', value: 25.2 }]);
+    // An Application not subscribed to the catalog keeps the sent prices.
+    const other = unwrap(await update(sibling.integration, 'cat-session-2', items)).customerSession!;
+    expect(other.cartItems.map((i) => i.price)).toEqual([50, 7, 5]);
+
+    // The cart prices are price records of the Application (an unchanged price is not recorded twice).
+    unwrap(await update(shop.integration, 'cat-session-1', items));
+    const h = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/price_history', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { sku: 'sock', startDate: new Date(Date.now() - 60_000).toISOString(), endDate: new Date(Date.now() + 60_000).toISOString() },
+      }),
+    );
+    expect(h.history.map((r) => [r.price, r.contextId])).toEqual([[5, 'session:cat-session-1']]);
+    const shirt = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/price_history', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { sku: 'shirt', startDate: new Date(Date.now() - 60_000).toISOString(), endDate: new Date(Date.now() + 60_000).toISOString() },
+      }),
+    );
+    expect(shirt.history.map((r) => [r.price, r.contextId])).toEqual([[120, `catalog:${c.id}:v1`], [120, 'session:cat-session-1']]);
+    // The sibling's own cart prices are its records, not the shop's.
+    const bp = unwrap(await best(sibling.integration, { skus: ['shirt'], timeframeEndDate: new Date(Date.now() + 60_000).toISOString(), timeframe: '1', strictEndDate: true }));
+    expect(bp.map((r) => [r.price, r.contextId])).toEqual([[50, 'session:cat-session-2']]);
+  });
 });
 
 // Parallel syncs on real Postgres: the catalog's row lock orders them; versions only grow.
