@@ -238,11 +238,11 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
     // across nodes; each call is its own actor so parallel syncs wait for the lock, not a mailbox.
     case 'syncCatalog': {
       const p = payload as CatalogSyncCall;
-      return `k:${p.app.accountId}:${p.callId}`;
+      return `cat:${p.app.accountId}:${p.callId}`;
     }
     case 'bestPriorPrice': {
       const p = payload as BestPriorPriceCall;
-      return `k:${p.app.accountId}:${p.callId}`;
+      return `cat:${p.app.accountId}:${p.callId}`;
     }
     // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- keys K: achievements (issue 6; keep this marker) ----

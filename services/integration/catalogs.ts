@@ -222,8 +222,16 @@ export class CatalogService {
     const targetType = b.target?.targetType ?? 'everyone';
     if (targetType === 'audience' && typeof b.target?.audienceID !== 'number') throw badRequest('`audienceID` is required with targetType audience', '/target/audienceID');
     const out: JsonObject[] = [];
-    for (const sku of [...new Set(b.skus)]) {
-      const records = await this.records(this.db, call.app.accountId, call.app.applicationId, sku, end, targetType, b.target?.audienceID);
+    const skus = [...new Set(b.skus)];
+    const all = await this.records(this.db, call.app.accountId, call.app.applicationId, skus, end, targetType, b.target?.audienceID);
+    const bySku = new Map<string, Record<string, unknown>[]>();
+    for (const r of all) {
+      const list = bySku.get(r.sku as string) ?? [];
+      list.push(r);
+      bySku.set(r.sku as string, list);
+    }
+    for (const sku of skus) {
+      const records = bySku.get(sku) ?? [];
       let windowEnd = end.getTime();
       let inclusive = true;
       if (endType !== 'strict') {
@@ -250,14 +258,15 @@ export class CatalogService {
     return out;
   }
 
-  private records(db: Queryable, accountId: number, applicationId: number, sku: string, end: Date, targetType: string, audienceId: number | undefined) {
+  /** The price records of the SKUs up to `end` that the Application sees, oldest first (one query). */
+  private records(db: Queryable, accountId: number, applicationId: number, skus: string[], end: Date, targetType: string, audienceId: number | undefined) {
     return db.query(
       `SELECT * FROM price_records p
-        WHERE p.account_id = $1 AND p.sku = $2 AND p.observed_at <= $3
+        WHERE p.account_id = $1 AND p.sku = ANY($2::text[]) AND p.observed_at <= $3
           AND (p.application_id = $4 OR EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $4))
           AND p.target ->> 'type' = $5 AND ($6::int IS NULL OR (p.target ->> 'audienceID')::int = $6)
         ORDER BY p.observed_at, p.id`,
-      [accountId, sku, end.toISOString(), applicationId, targetType, audienceId ?? null],
+      [accountId, skus, end.toISOString(), applicationId, targetType, audienceId ?? null],
     );
   }
 }
