@@ -106,6 +106,10 @@ export class CatalogService {
     actions.forEach((a, i) => {
       if (a.type !== type) throw badRequest(`Only one action type per request: action 0 is ${type}, action ${i} is ${a.type}`, `/actions/${i}/type`);
       const sku = a.payload?.sku;
+      const price = a.payload?.price;
+      if (price !== undefined && (typeof price !== 'number' || !Number.isFinite(price) || price < 0)) {
+        throw badRequest('`price` must be a finite number, at least 0', `/actions/${i}/payload/price`);
+      }
       if (type === 'ADD' || type === 'PATCH' || type === 'REMOVE') {
         if (typeof sku !== 'string' || sku === '') throw badRequest('`sku` is required', `/actions/${i}/payload/sku`);
         if (skus.has(sku)) throw badRequest(`SKU ${JSON.stringify(sku)} appears twice in this request (actions ${skus.get(sku)} and ${i})`, `/actions/${i}/payload/sku`);

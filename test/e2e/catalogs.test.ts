@@ -211,6 +211,14 @@ describe('catalogs', () => {
       expect(r.response.status, JSON.stringify(body).slice(0, 200)).toBe(400);
       expect(pointerOf(r)).toBe(pointer);
     }
+    // A price past what JSON numbers hold (1e400 reads as Infinity) is refused, not stored.
+    const huge = await fetch(`${t.url}/v1/catalogs/${c.id}/sync`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `ApiKey-v1 ${shop.apiKey}` },
+      body: '{"version":1,"actions":[{"type":"ADD","payload":{"sku":"a","price":1e400}}]}',
+    });
+    expect(huge.status).toBe(400);
+    expect(((await huge.json()) as { errors: Array<{ source: { pointer: string } }> }).errors[0]!.source.pointer).toBe('/actions/0/payload/price');
     expect(await skus(c.id)).toEqual([]);
     const bad = createIntegrationClient({ baseUrl: t.url, apiKey: 'nope', retries: 0 });
     expect((await sync(bad, c.id, 1, [{ type: 'REMOVE', payload: { sku: 'a' } }])).response.status).toBe(401);
