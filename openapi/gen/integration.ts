@@ -310,6 +310,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/catalogs/{catalogId}/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Apply one type of action to the items of a catalog the key's Application subscribes to
+         * @description One action type per request; a SKU at most once per request (400). A catalog starts at version 0 and a sync must carry a greater `version`, which becomes the catalog's (409 otherwise, nothing applied). ADD of an existing SKU without `replaceIfExists` is a 409; PATCH of a missing SKU without `createIfNotExists` is a 404. Every price set is a price record. A catalog the Application does not subscribe to is a 404.
+         */
+        put: operations["syncCatalog"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/best_prior_price": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The lowest price of each SKU in the timeframe before a date */
+        post: operations["bestPriorPrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/audiences": {
         parameters: {
             query?: never;
@@ -803,6 +842,78 @@ export interface components {
             achievements?: {
                 [key: string]: unknown;
             }[];
+        };
+        CatalogI: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            accountId: number;
+            /** Format: date-time */
+            modified: string;
+            name: string;
+            description: string;
+            subscribedApplicationsIds: number[];
+            version: number;
+            createdBy?: number;
+        };
+        CatalogFilter: {
+            attr: string;
+            /** @enum {string} */
+            op: "EQ" | "LT" | "LE" | "GT" | "GE" | "IN";
+            value: unknown;
+        };
+        CatalogSyncAction: {
+            /** @enum {string} */
+            type: "ADD" | "PATCH" | "PATCH_MANY" | "REMOVE" | "REMOVE_MANY";
+            payload: {
+                sku?: string;
+                price?: number;
+                attributes?: {
+                    [key: string]: unknown;
+                };
+                product?: {
+                    name: string;
+                };
+                replaceIfExists?: boolean;
+                createIfNotExists?: boolean;
+                filters?: components["schemas"]["CatalogFilter"][];
+            };
+        };
+        CatalogSyncRequest: {
+            actions: components["schemas"]["CatalogSyncAction"][];
+            version: number;
+        };
+        BestPriorPriceRequest: {
+            skus: string[];
+            /** Format: date-time */
+            timeframeEndDate: string;
+            timeframe: string;
+            /**
+             * @deprecated
+             * @description Deprecated: use timeframeEndDateType (true is strict, false is price); used only without it.
+             */
+            strictEndDate: boolean;
+            /** @enum {string} */
+            timeframeEndDateType?: "strict" | "price" | "sale";
+            target?: {
+                /** @enum {string} */
+                targetType?: "everyone" | "audience";
+                audienceID?: number;
+            };
+        };
+        PriceRecordI: {
+            id: number;
+            sku: string;
+            /** Format: date-time */
+            observedAt: string;
+            contextId: string;
+            price: number;
+            metadata: {
+                [key: string]: unknown;
+            };
+            target: {
+                [key: string]: unknown;
+            };
         };
         NewAudience: {
             name: string;
@@ -1427,6 +1538,64 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    syncCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CatalogSyncRequest"];
+            };
+        };
+        responses: {
+            /** @description The catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CatalogI"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    bestPriorPrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BestPriorPriceRequest"];
+            };
+        };
+        responses: {
+            /** @description One price record per SKU that has one in its window */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PriceRecordI"][];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

@@ -191,6 +191,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/catalogs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the catalogs the caller may see */
+        get: operations["getCatalogs"];
+        put?: never;
+        /** Create a catalog of the account (admin) */
+        post: operations["createCatalog"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/catalogs/{catalogId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        get: operations["getCatalog"];
+        /** Replace a catalog's name, description and subscribed Applications (admin) */
+        put: operations["updateCatalog"];
+        post?: never;
+        /** Delete a catalog and its items (admin) */
+        delete: operations["deleteCatalog"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/price_history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The price records of a SKU in a period (catalogs the Application subscribes to) */
+        post: operations["getPriceHistory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/applications/{applicationId}/campaigns_search": {
         parameters: {
             query?: never;
@@ -1355,6 +1412,38 @@ export interface components {
             billingEmail?: string;
             companyName?: string;
         };
+        NewCatalog: {
+            name: string;
+            description?: string;
+            subscribedApplicationsIds?: number[];
+        };
+        Catalog: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            accountId: number;
+            /** Format: date-time */
+            modified: string;
+            name: string;
+            description: string;
+            subscribedApplicationsIds: number[];
+            version: number;
+            createdBy?: number;
+        };
+        PriceRecord: {
+            id: number;
+            sku: string;
+            /** Format: date-time */
+            observedAt: string;
+            contextId: string;
+            price: number;
+            metadata: {
+                [key: string]: unknown;
+            };
+            target: {
+                [key: string]: unknown;
+            };
+        };
     };
     responses: {
         /** @description Error */
@@ -2028,6 +2117,181 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             409: components["responses"]["Error"];
+        };
+    };
+    getCatalogs: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Catalogs */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Catalog"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+        };
+    };
+    createCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewCatalog"];
+            };
+        };
+        responses: {
+            /** @description The catalog */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Catalog"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Catalog"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewCatalog"];
+            };
+        };
+        responses: {
+            /** @description The catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Catalog"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                catalogId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getPriceHistory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    sku: string;
+                    /** Format: date-time */
+                    startDate: string;
+                    /** Format: date-time */
+                    endDate: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The history, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        sku: string;
+                        history: components["schemas"]["PriceRecord"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
         };
     };
     searchCampaigns: {

@@ -1,4 +1,4 @@
-import type { AudienceService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
+import type { AudienceService, CatalogService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -9,12 +9,13 @@ export interface IntegrationServices {
   events: EventService;
   reservations: ReservationService;
   audiences: AudienceService;
+  catalogs: CatalogService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events, reservations, audiences } = services;
+  const { sessions, referrals, profiles, events, reservations, audiences, catalogs } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -49,6 +50,8 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     listCouponReservationHolders: (call) => reservations.holders(call),
     customerInventory: (call) => reservations.inventory(call),
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    syncCatalog: (call) => catalogs.sync(call),
+    bestPriorPrice: async (call) => ({ data: await catalogs.bestPriorPrice(call) }),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----

@@ -120,6 +120,20 @@ export interface AudienceCall {
   idempotencyKey?: string | undefined;
 }
 
+/** A catalog call (issue 6): the catalog in the path (sync), the body as received. */
+export interface CatalogSyncCall {
+  app: AppRef;
+  catalogId: number;
+  request: JsonObject;
+  /** Made by the edge for each call: the call's own actor key. */
+  callId: string;
+}
+export interface BestPriorPriceCall {
+  app: AppRef;
+  request: JsonObject;
+  callId: string;
+}
+
 /** Every operation by name with its call, as it crosses the wire between nodes. */
 export interface PortCalls {
   updateSession: UpdateSessionCall;
@@ -136,6 +150,8 @@ export interface PortCalls {
   listCouponReservationHolders: CouponReservationHoldersCall;
   customerInventory: CustomerInventoryCall;
   // ---- calls I: catalogs and pricing (issue 6; keep this marker) ----
+  syncCatalog: CatalogSyncCall;
+  bestPriorPrice: BestPriorPriceCall;
   // ---- calls J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
   // ---- calls K: achievements (issue 6; keep this marker) ----
   // ---- calls H: audiences (issue 6; keep this marker) ----
@@ -163,6 +179,8 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'listCouponReservationHolders',
   'customerInventory',
   // ---- operations I: catalogs and pricing (issue 6; keep this marker) ----
+  'syncCatalog',
+  'bestPriorPrice',
   // ---- operations J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
   // ---- operations K: achievements (issue 6; keep this marker) ----
   // ---- operations H: audiences (issue 6; keep this marker) ----
@@ -216,6 +234,16 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
       return `p:${p.app.accountId}:${p.integrationId}`;
     }
     // ---- keys I: catalogs and pricing (issue 6; keep this marker) ----
+    // A sync is ordered by its catalog's row lock (services/integration/catalogs.ts), which holds
+    // across nodes; each call is its own actor so parallel syncs wait for the lock, not a mailbox.
+    case 'syncCatalog': {
+      const p = payload as CatalogSyncCall;
+      return `cat:${p.app.accountId}:${p.callId}`;
+    }
+    case 'bestPriorPrice': {
+      const p = payload as BestPriorPriceCall;
+      return `cat:${p.app.accountId}:${p.callId}`;
+    }
     // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- keys K: achievements (issue 6; keep this marker) ----
     // ---- keys H: audiences (issue 6; keep this marker) ----

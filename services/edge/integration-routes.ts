@@ -43,6 +43,14 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    syncCatalog: async ({ app, params, body }) => {
+      const r = await port.invoke('syncCatalog', { app: app as AppRef, catalogId: params.catalogId, request: body ?? {}, callId: randomUUID() });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    bestPriorPrice: async ({ app, body }) => {
+      const r = await port.invoke('bestPriorPrice', { app: app as AppRef, request: body ?? {}, callId: randomUUID() });
+      return { status: 200, body: r.value.data, headers: served(r.servedBy) };
+    },
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----

@@ -47,6 +47,15 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     createAttribute: async ({ principal, body }) => created(await m.createAttribute(ctx, who(principal), body)),
     getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
+    createCatalog: async ({ principal, body }) => created(await m.createCatalog(ctx, who(principal), body)),
+    getCatalogs: async ({ principal, query }) => ok(await m.listCatalogs(ctx, who(principal), query)),
+    getCatalog: async ({ principal, params }) => ok(await m.getCatalog(ctx, who(principal), params.catalogId)),
+    updateCatalog: async ({ principal, params, body }) => ok(await m.updateCatalog(ctx, who(principal), params.catalogId, body)),
+    deleteCatalog: async ({ principal, params }) => {
+      await m.deleteCatalog(ctx, who(principal), params.catalogId);
+      return noContent();
+    },
+    getPriceHistory: async ({ principal, params, body }) => ok(await m.priceHistory(ctx, who(principal), params.applicationId, body)),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----

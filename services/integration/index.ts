@@ -16,6 +16,7 @@ export { type ProfileRecord, type EventRecord } from './repository.js';
 // ---- exports G: coupon reservations and customer inventory (issue 6; keep this marker) ----
 export { ReservationService, MAX_RESERVATION_IDS, type InventoryCall, type ReservationCall, type ReservationHoldersCall } from './reservations.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
+export { CatalogService, filtersSql, priceFromCatalogs, priceRecordJson } from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
 // ---- exports K: achievements (issue 6; keep this marker) ----
 // ---- exports H: audiences (issue 6; keep this marker) ----

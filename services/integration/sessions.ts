@@ -4,6 +4,7 @@ import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcur
 import type { Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
 import { integrationState, previewCreated } from './customer-records.js';
+import { priceFromCatalogs, recordCartPrices } from './catalogs.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
 import {
@@ -221,7 +222,7 @@ export class SessionService extends IntegrationService {
     // Only the payload sent counts (spec: Dry requests); identity fields come from the stored session.
     const stored = cached ?? (await loadSession(this.db, app.applicationId, sessionId));
     const base = emptySession(app.applicationId, sessionId, now.toISOString());
-    const session = applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload);
+    const session = await priceFromCatalogs(this.db, app.applicationId, applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload), payload.cartItems !== undefined);
     session.updateCount = stored?.updateCount ?? 0;
     const { profile, firstSession } = await loadProfileContext(this.db, app, session.profileId, !stored);
     session.firstSession = stored?.firstSession ?? firstSession;
@@ -270,7 +271,7 @@ export class SessionService extends IntegrationService {
       const snapshot = await this.snapshots.get(app.applicationId);
       return this.undoClose(app, snapshot, stored!, 'cancelled', `${this.prefix}session_cancelled`, responseContent, now, scope);
     }
-    const session = applyPayload(base, payload);
+    const session = await priceFromCatalogs(this.db, app.applicationId, applyPayload(base, payload), payload.cartItems !== undefined);
     const closing = from === 'open' && to === 'closed';
     // The profile is read only when something needs it: a new session (is it the first?), the
     // response, or a campaign whose rules read it.
@@ -338,7 +339,9 @@ export class SessionService extends IntegrationService {
       if (scope && t) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    return (effectsCommit && !statsOnly) || scope ? this.db.transaction(write) : write(undefined);
+    const done = await ((effectsCommit && !statsOnly) || scope ? this.db.transaction(write) : write(undefined));
+    if (payload.cartItems !== undefined) await recordCartPrices(this.db, app.accountId, app.applicationId, session, nowIso);
+    return done;
   }
 
   /** Cancel (from closed or partially returned) or reopen: every committed effect is rolled back. */

@@ -12,6 +12,7 @@ export * from './campaigns.js';
 export * from './rulesets.js';
 export * from './attributes.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
+export * from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
 // ---- exports K: achievements (issue 6; keep this marker) ----
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----

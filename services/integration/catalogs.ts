@@ -1,0 +1,343 @@
+// Catalogs (issue 6): the Integration API side. A sync (`PUT /v1/catalogs/{catalogId}/sync`)
+// applies one type of action to the items of a catalog the key's Application subscribes to, in one
+// transaction holding the catalog's row lock; every price it sets becomes a price record. Best
+// prior price reads the price records of the SKUs.
+//
+// Version check: a catalog starts at version 0; a sync must carry a `version` greater than the
+// catalog's, which becomes the catalog's version. A sync with a version not greater (a replay or
+// one that arrives after a later one) changes nothing and is a 409 on /version.
+import type { CatalogSyncCall, BestPriorPriceCall, JsonObject } from '../actors/port.js';
+import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
+import type { Db, Queryable } from '../store/index.js';
+import { withTotals, type SessionRecord } from './session-model.js';
+
+export type CatalogActionType = 'ADD' | 'PATCH' | 'PATCH_MANY' | 'REMOVE' | 'REMOVE_MANY';
+
+interface Filter {
+  attr: string;
+  op: 'EQ' | 'LT' | 'LE' | 'GT' | 'GE' | 'IN';
+  value: unknown;
+}
+
+interface ActionPayload {
+  sku?: string;
+  price?: number;
+  attributes?: Record<string, unknown>;
+  product?: { name?: string };
+  replaceIfExists?: boolean;
+  createIfNotExists?: boolean;
+  filters?: Filter[];
+}
+
+const conflict = (message: string, pointer: string): AppError =>
+  new AppError('conflict', message, [{ title: 'Conflict', details: message, source: { pointer } }]);
+
+const notFoundAt = (message: string, pointer: string): AppError =>
+  new AppError('not_found', message, [{ title: 'Not Found', details: message, source: { pointer } }]);
+
+export function catalogSyncView(r: Record<string, unknown>, applicationIds: number[]): JsonObject {
+  return {
+    id: r.id as number,
+    created: (r.created as Date).toISOString?.() ?? String(r.created),
+    accountId: r.account_id as number,
+    modified: (r.modified as Date).toISOString?.() ?? String(r.modified),
+    name: r.name as string,
+    description: (r.description as string) ?? '',
+    subscribedApplicationsIds: applicationIds,
+    version: Number(r.version),
+    createdBy: (r.created_by as number | null) ?? undefined,
+  };
+}
+
+const ORDERING: Record<string, string> = { LT: '<', LE: '<=', GT: '>', GE: '>=' };
+
+/**
+ * The SQL condition (on `attributes`) of the filters, all of which must hold, adding its
+ * parameters to `params`. The ordering operators take numbers and match numeric attributes only;
+ * `IN` takes a comma-separated list and matches an attribute whose text is one of its entries; `EQ`
+ * matches an attribute equal to the value (as JSON).
+ */
+export function filtersSql(filters: readonly Filter[], params: unknown[], pointer: string): string {
+  if (filters.length === 0) throw badRequest('`filters` must have at least one filter', pointer);
+  return filters
+    .map((f, j) => {
+      const at = `${pointer}/${j}`;
+      if (typeof f.attr !== 'string' || f.attr === '') throw badRequest('`attr` must name an attribute', `${at}/attr`);
+      params.push(f.attr);
+      const attr = `$${params.length}::text`;
+      switch (f.op) {
+        case 'EQ':
+          if (f.value === undefined) throw badRequest('`value` is required', `${at}/value`);
+          params.push(JSON.stringify(f.value));
+          return `(attributes -> ${attr}) = $${params.length}::jsonb`;
+        case 'IN': {
+          if (typeof f.value !== 'string') throw badRequest('`IN` takes a comma-separated list as a string', `${at}/value`);
+          params.push(f.value.split(',').map((s) => s.trim()));
+          return `(attributes ->> ${attr}) = ANY($${params.length}::text[])`;
+        }
+        case 'LT':
+        case 'LE':
+        case 'GT':
+        case 'GE': {
+          if (typeof f.value !== 'number' || !Number.isFinite(f.value)) throw badRequest(`\`${f.op}\` compares numbers only: \`value\` must be a number`, `${at}/value`);
+          params.push(f.value);
+          return `(jsonb_typeof(attributes -> ${attr}) = 'number' AND (attributes ->> ${attr})::numeric ${ORDERING[f.op]} $${params.length}::numeric)`;
+        }
+        default:
+          throw badRequest('`op` must be one of EQ, LT, LE, GT, GE, IN', `${at}/op`);
+      }
+    })
+    .join(' AND ');
+}
+
+export class CatalogService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock = { now: () => new Date() },
+  ) {}
+
+  /** PUT /v1/catalogs/{catalogId}/sync */
+  async sync(call: CatalogSyncCall): Promise<JsonObject> {
+    const body = call.request as { actions?: { type: CatalogActionType; payload?: ActionPayload }[]; version?: number };
+    const actions = body.actions ?? [];
+    const version = body.version!;
+    const type = actions[0]?.type;
+    const skus = new Map<string, number>();
+    actions.forEach((a, i) => {
+      if (a.type !== type) throw badRequest(`Only one action type per request: action 0 is ${type}, action ${i} is ${a.type}`, `/actions/${i}/type`);
+      const sku = a.payload?.sku;
+      const price = a.payload?.price;
+      if (price !== undefined && (typeof price !== 'number' || !Number.isFinite(price) || price < 0)) {
+        throw badRequest('`price` must be a finite number, at least 0', `/actions/${i}/payload/price`);
+      }
+      if (type === 'ADD' || type === 'PATCH' || type === 'REMOVE') {
+        if (typeof sku !== 'string' || sku === '') throw badRequest('`sku` is required', `/actions/${i}/payload/sku`);
+        if (skus.has(sku)) throw badRequest(`SKU ${JSON.stringify(sku)} appears twice in this request (actions ${skus.get(sku)} and ${i})`, `/actions/${i}/payload/sku`);
+        skus.set(sku, i);
+      }
+      if (type === 'PATCH_MANY' || type === 'REMOVE_MANY') filtersSql(a.payload?.filters ?? [], [], `/actions/${i}/payload/filters`);
+      if (type === 'PATCH_MANY' && (a.payload?.attributes === undefined || a.payload.attributes === null)) {
+        throw badRequest('`attributes` is required', `/actions/${i}/payload/attributes`);
+      }
+    });
+    const now = this.clock.now().toISOString();
+    return this.db.transaction(async (tx) => {
+      const [catalog] = await tx.query(
+        `SELECT c.* FROM catalogs c
+          WHERE c.id = $1 AND c.account_id = $2
+            AND EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = c.id AND ca.application_id = $3)
+          FOR UPDATE`,
+        [call.catalogId, call.app.accountId, call.app.applicationId],
+      );
+      if (!catalog) throw notFound('Catalog', '/catalogId');
+      if (version <= Number(catalog.version)) {
+        throw conflict(`The catalog is at version ${catalog.version}; a sync must carry a greater version`, '/version');
+      }
+      const contextId = `catalog:${call.catalogId}:v${version}`;
+      const prices: { sku: string; price: number }[] = [];
+      const skuList = [...skus.keys()];
+      const existing = skuList.length
+        ? new Set((await tx.query<{ sku: string }>(`SELECT sku FROM catalog_items WHERE catalog_id = $1 AND sku = ANY($2::text[])`, [call.catalogId, skuList])).map((r) => r.sku))
+        : new Set<string>();
+      for (const [i, a] of actions.entries()) {
+        const p = a.payload ?? {};
+        const at = `/actions/${i}/payload`;
+        switch (a.type) {
+          case 'ADD': {
+            if (existing.has(p.sku!) && p.replaceIfExists !== true) throw conflict(`SKU ${JSON.stringify(p.sku)} is already in the catalog; set replaceIfExists to replace it`, `${at}/sku`);
+            await tx.query(
+              `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $6)
+               ON CONFLICT (catalog_id, sku) DO UPDATE SET price = EXCLUDED.price, attributes = EXCLUDED.attributes, product = EXCLUDED.product, modified = EXCLUDED.modified`,
+              [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
+            );
+            if (typeof p.price === 'number') prices.push({ sku: p.sku!, price: p.price });
+            break;
+          }
+          case 'PATCH': {
+            if (!existing.has(p.sku!)) {
+              if (p.createIfNotExists !== true) throw notFoundAt(`SKU ${JSON.stringify(p.sku)} is not in the catalog; set createIfNotExists to create it`, `${at}/sku`);
+              await tx.query(
+                `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $6)`,
+                [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
+              );
+            } else {
+              await tx.query(
+                `UPDATE catalog_items SET price = COALESCE($3, price), attributes = attributes || $4::jsonb, product = COALESCE($5::jsonb, product), modified = $6
+                  WHERE catalog_id = $1 AND sku = $2`,
+                [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
+              );
+            }
+            if (typeof p.price === 'number') prices.push({ sku: p.sku!, price: p.price });
+            break;
+          }
+          case 'REMOVE':
+            await tx.query(`DELETE FROM catalog_items WHERE catalog_id = $1 AND sku = $2`, [call.catalogId, p.sku]);
+            break;
+          case 'PATCH_MANY': {
+            const params: unknown[] = [call.catalogId, JSON.stringify(p.attributes), now];
+            const where = filtersSql(p.filters ?? [], params, `${at}/filters`);
+            await tx.query(`UPDATE catalog_items SET attributes = attributes || $2::jsonb, modified = $3 WHERE catalog_id = $1 AND ${where}`, params);
+            break;
+          }
+          case 'REMOVE_MANY': {
+            const params: unknown[] = [call.catalogId];
+            const where = filtersSql(p.filters ?? [], params, `${at}/filters`);
+            await tx.query(`DELETE FROM catalog_items WHERE catalog_id = $1 AND ${where}`, params);
+            break;
+          }
+        }
+      }
+      if (prices.length > 0) {
+        await tx.query(
+          `INSERT INTO price_records (account_id, catalog_id, sku, price, observed_at, context_id)
+           SELECT $1, $2, x.sku, x.price, $3, $4 FROM unnest($5::text[], $6::numeric[]) AS x(sku, price)`,
+          [call.app.accountId, call.catalogId, now, contextId, prices.map((x) => x.sku), prices.map((x) => x.price)],
+        );
+      }
+      const [row] = await tx.query(`UPDATE catalogs SET version = $2, modified = $3 WHERE id = $1 RETURNING *`, [call.catalogId, version, now]);
+      const apps = await tx.query<{ application_id: number }>(`SELECT application_id FROM catalog_applications WHERE catalog_id = $1 ORDER BY application_id`, [call.catalogId]);
+      return catalogSyncView(row!, apps.map((r) => r.application_id));
+    });
+  }
+
+  /**
+   * POST /v1/best_prior_price: for each SKU, the lowest price observed (by the catalogs the
+   * Application subscribes to, or its own sessions) in the `timeframe` days before the window's
+   * end; ties go to the latest record. The end is `timeframeEndDate` (`strict`), the last price
+   * change of the SKU at or before it (`price`), or the last price reduction at or before it
+   * (`sale`); with `price` and `sale` the change itself is outside the window. Without
+   * `timeframeEndDateType` the deprecated `strictEndDate` decides: true is `strict`, false `price`.
+   * SKUs without a record in their window are left out.
+   */
+  async bestPriorPrice(call: BestPriorPriceCall): Promise<JsonObject[]> {
+    const b = call.request as {
+      skus: string[];
+      timeframeEndDate: string;
+      timeframe: string;
+      strictEndDate?: boolean;
+      timeframeEndDateType?: 'strict' | 'price' | 'sale';
+      target?: { targetType?: string; audienceID?: number };
+    };
+    const end = new Date(b.timeframeEndDate);
+    if (Number.isNaN(end.getTime())) throw badRequest('`timeframeEndDate` must be a date-time', '/timeframeEndDate');
+    if (!/^\d{1,5}$/.test(String(b.timeframe).trim()) || Number(b.timeframe) < 1) throw badRequest('`timeframe` must be a whole number of days (at least 1)', '/timeframe');
+    const days = Number(b.timeframe);
+    const endType = b.timeframeEndDateType ?? (b.strictEndDate === false ? 'price' : 'strict');
+    const targetType = b.target?.targetType ?? 'everyone';
+    if (targetType === 'audience' && typeof b.target?.audienceID !== 'number') throw badRequest('`audienceID` is required with targetType audience', '/target/audienceID');
+    const out: JsonObject[] = [];
+    const skus = [...new Set(b.skus)];
+    const all = await this.records(this.db, call.app.accountId, call.app.applicationId, skus, end, targetType, b.target?.audienceID);
+    const bySku = new Map<string, Record<string, unknown>[]>();
+    for (const r of all) {
+      const list = bySku.get(r.sku as string) ?? [];
+      list.push(r);
+      bySku.set(r.sku as string, list);
+    }
+    for (const sku of skus) {
+      const records = bySku.get(sku) ?? [];
+      let windowEnd = end.getTime();
+      let inclusive = true;
+      if (endType !== 'strict') {
+        // The change: the latest record whose price differs from (price) or is below (sale) the one before it.
+        for (let k = records.length - 1; k >= 1; k--) {
+          const prev = Number(records[k - 1]!.price);
+          const cur = Number(records[k]!.price);
+          if (endType === 'price' ? cur !== prev : cur < prev) {
+            windowEnd = new Date(records[k]!.observed_at as string).getTime();
+            inclusive = false;
+            break;
+          }
+        }
+      }
+      const windowStart = windowEnd - days * 86_400_000;
+      let best: Record<string, unknown> | undefined;
+      for (const r of records) {
+        const t = new Date(r.observed_at as string).getTime();
+        if (t < windowStart || (inclusive ? t > windowEnd : t >= windowEnd)) continue;
+        if (!best || Number(r.price) <= Number(best.price)) best = r;
+      }
+      if (best) out.push(priceRecordJson(best));
+    }
+    return out;
+  }
+
+  /** The price records of the SKUs up to `end` that the Application sees, oldest first (one query). */
+  private records(db: Queryable, accountId: number, applicationId: number, skus: string[], end: Date, targetType: string, audienceId: number | undefined) {
+    return db.query(
+      `SELECT * FROM price_records p
+        WHERE p.account_id = $1 AND p.sku = ANY($2::text[]) AND p.observed_at <= $3
+          AND (p.application_id = $4 OR EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $4))
+          AND p.target ->> 'type' = $5 AND ($6::int IS NULL OR (p.target ->> 'audienceID')::int = $6)
+        ORDER BY p.observed_at, p.id`,
+      [accountId, skus, end.toISOString(), applicationId, targetType, audienceId ?? null],
+    );
+  }
+}
+
+export function priceRecordJson(r: Record<string, unknown>): JsonObject {
+  const at = r.observed_at;
+  return {
+    id: Number(r.id),
+    sku: r.sku as string,
+    observedAt: at instanceof Date ? at.toISOString() : new Date(String(at)).toISOString(),
+    contextId: r.context_id as string,
+    price: Number(r.price),
+    metadata: r.metadata ?? {},
+    target: r.target ?? { type: 'everyone' },
+  };
+}
+
+/**
+ * Prices and enriches the cart items sent in a session update from the catalogs the session's
+ * Application subscribes to (one query for the cart's SKUs). For a SKU found in a catalog: the
+ * catalog's price replaces the sent one (the catalog is the price authority; the sent price stays
+ * when the catalog item has none), the catalog item's attributes are the defaults under the sent
+ * item attributes, and its product is used when the item sends none. A SKU in several subscribed
+ * catalogs takes the oldest catalog's item. Totals are recomputed.
+ */
+export async function priceFromCatalogs(db: Queryable, applicationId: number, session: SessionRecord, cartSent: boolean): Promise<SessionRecord> {
+  if (!cartSent || session.cartItems.length === 0) return session;
+  const skus = [...new Set(session.cartItems.map((i) => i.sku))];
+  const rows = await db.query<{ sku: string; price: string | null; attributes: Record<string, unknown>; product: { name?: string } | null }>(
+    `SELECT DISTINCT ON (i.sku) i.sku, i.price::text AS price, i.attributes, i.product
+       FROM catalog_items i JOIN catalog_applications ca ON ca.catalog_id = i.catalog_id AND ca.application_id = $1
+      WHERE i.sku = ANY($2::text[])
+      ORDER BY i.sku, i.catalog_id`,
+    [applicationId, skus],
+  );
+  if (rows.length === 0) return session;
+  const bySku = new Map(rows.map((r) => [r.sku, r]));
+  const cartItems = session.cartItems.map((item) => {
+    const known = bySku.get(item.sku);
+    if (!known) return item;
+    const next = { ...item };
+    if (known.price !== null) next.price = Number(known.price);
+    if (known.attributes && Object.keys(known.attributes).length > 0) next.attributes = { ...known.attributes, ...(item.attributes ?? {}) };
+    if (item.product === undefined && known.product) next.product = known.product;
+    return next;
+  });
+  return withTotals({ ...session, cartItems });
+}
+
+/**
+ * Records the prices of a committed session's cart (sent in the update) as price records of the
+ * Application, context the session's id. A price equal to the latest record of the SKU in the
+ * Application is not recorded again, so an unchanged cart adds nothing. Written after the session
+ * commit, outside its transaction: a crash in between loses these records only.
+ */
+export async function recordCartPrices(db: Queryable, accountId: number, applicationId: number, session: SessionRecord, observedAt: string): Promise<void> {
+  const bySku = new Map<string, number>();
+  for (const item of session.cartItems) bySku.set(item.sku, item.price);
+  if (bySku.size === 0) return;
+  await db.query(
+    `INSERT INTO price_records (account_id, application_id, sku, price, observed_at, context_id)
+     SELECT $1, $2, x.sku, x.price, $3, $4 FROM unnest($5::text[], $6::numeric[]) AS x(sku, price)
+      WHERE NOT EXISTS (
+        SELECT 1 FROM (SELECT p.price FROM price_records p
+                        WHERE p.account_id = $1 AND p.application_id = $2 AND p.sku = x.sku
+                        ORDER BY p.observed_at DESC, p.id DESC LIMIT 1) last
+         WHERE last.price = x.price)`,
+    [accountId, applicationId, observedAt, `session:${session.integrationId}`, [...bySku.keys()], [...bySku.values()]],
+  );
+}
