@@ -328,7 +328,11 @@ export async function priceFromCatalogs(db: Queryable, applicationId: number, se
  */
 export async function recordCartPrices(db: Queryable, accountId: number, applicationId: number, session: SessionRecord, observedAt: string): Promise<void> {
   const bySku = new Map<string, number>();
-  for (const item of session.cartItems) bySku.set(item.sku, item.price);
+  // Prices this node recorded (or found recorded) last: an unchanged cart costs no statement.
+  // Another node may record the same price once more, which changes no best prior price.
+  let recent = recentPrices.get(db);
+  if (!recent) recentPrices.set(db, (recent = new Map()));
+  for (const item of session.cartItems) if (recent.get(`${applicationId}|${item.sku}`) !== item.price) bySku.set(item.sku, item.price);
   if (bySku.size === 0) return;
   await db.query(
     `INSERT INTO price_records (account_id, application_id, sku, price, observed_at, context_id)
@@ -340,4 +344,10 @@ export async function recordCartPrices(db: Queryable, accountId: number, applica
          WHERE last.price = x.price)`,
     [accountId, applicationId, observedAt, `session:${session.integrationId}`, [...bySku.keys()], [...bySku.values()]],
   );
+  if (recent.size > RECENT_PRICES_MAX) recent.clear();
+  for (const [sku, price] of bySku) recent.set(`${applicationId}|${sku}`, price);
 }
+
+/** Per database: `<applicationId>|<sku>` → the latest price recorded for it, as far as this node knows. */
+const recentPrices = new WeakMap<Queryable, Map<string, number>>();
+const RECENT_PRICES_MAX = 100_000;

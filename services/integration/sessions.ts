@@ -222,7 +222,11 @@ export class SessionService extends IntegrationService {
     // Only the payload sent counts (spec: Dry requests); identity fields come from the stored session.
     const stored = cached ?? (await loadSession(this.db, app.applicationId, sessionId));
     const base = emptySession(app.applicationId, sessionId, now.toISOString());
-    const session = await priceFromCatalogs(this.db, app.applicationId, applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload), payload.cartItems !== undefined);
+    const session = await this.priced(
+      await this.snapshots.get(app.applicationId),
+      applyPayload({ ...base, id: stored?.id ?? 0, created: stored?.created ?? base.created }, payload),
+      payload.cartItems !== undefined,
+    );
     session.updateCount = stored?.updateCount ?? 0;
     const { profile, firstSession } = await loadProfileContext(this.db, app, session.profileId, !stored);
     session.firstSession = stored?.firstSession ?? firstSession;
@@ -253,6 +257,11 @@ export class SessionService extends IntegrationService {
     return this.stateOf(result.snapshot, session, profile, event, result, responseContent, created, undefined, result);
   }
 
+  /** The cart priced from the Application's catalogs; no lookup when it subscribes to none. */
+  private priced(snapshot: AppSnapshot, session: SessionRecord, cartSent: boolean): Promise<SessionRecord> | SessionRecord {
+    return snapshot.hasCatalogs ? priceFromCatalogs(this.db, snapshot.application.id, session, cartSent) : session;
+  }
+
   private async updateOnce(
     app: AppRef,
     sessionId: string,
@@ -271,11 +280,11 @@ export class SessionService extends IntegrationService {
       const snapshot = await this.snapshots.get(app.applicationId);
       return this.undoClose(app, snapshot, stored!, 'cancelled', `${this.prefix}session_cancelled`, responseContent, now, scope);
     }
-    const session = await priceFromCatalogs(this.db, app.applicationId, applyPayload(base, payload), payload.cartItems !== undefined);
+    const snapshotBefore = await this.snapshots.get(app.applicationId);
+    const session = await this.priced(snapshotBefore, applyPayload(base, payload), payload.cartItems !== undefined);
     const closing = from === 'open' && to === 'closed';
     // The profile is read only when something needs it: a new session (is it the first?), the
     // response, or a campaign whose rules read it.
-    const snapshotBefore = await this.snapshots.get(app.applicationId);
     const profileNeeded = !stored || responseContent.has('customerProfile') || snapshotBefore.campaigns.some((c) => c.readsProfile);
     const { profile, firstSession } = profileNeeded
       ? await loadProfileContext(this.db, app, session.profileId, !stored)

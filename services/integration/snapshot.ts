@@ -42,6 +42,8 @@ export interface AppSnapshot {
   application: ApplicationSettings;
   /** Every campaign that has an active ruleset and is not archived, in list order. */
   campaigns: CampaignSnapshot[];
+  /** Whether a catalog is subscribed by the Application (sessions look up cart SKUs only then). */
+  hasCatalogs: boolean;
   loadedAt: number;
 }
 
@@ -98,6 +100,7 @@ export class SnapshotCache {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT a.id AS app_id, a.account_id, a.name AS app_name, a.currency, a.timezone, a.case_sensitivity,
               a.attributes AS app_attributes, a.campaign_priority, a.exclusive_campaigns_strategy,
+              EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.application_id = a.id) AS has_catalogs,
               c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
               c.limits, c.coupon_settings, c.referral_settings, c.reevaluate_on_return,
               r.id AS ruleset_id, r.rules, r.bindings
@@ -144,7 +147,7 @@ export class SnapshotCache {
         readsProfile: readsProfile({ rules: r.rules, bindings: r.bindings } as RulesetSpec),
       });
     }
-    return { application, campaigns, loadedAt: Date.now() };
+    return { application, campaigns, hasCatalogs: first.has_catalogs === true, loadedAt: Date.now() };
   }
 }
 

@@ -72,11 +72,22 @@ async function requireApplications(db: Queryable, principal: Principal, ids: rea
   }
 }
 
-async function setApplications(db: Queryable, catalogId: number, ids: readonly number[]): Promise<void> {
-  await db.query(`DELETE FROM catalog_applications WHERE catalog_id = $1`, [catalogId]);
+/** Replaces the subscribed Applications; returns those that were subscribed before or are now. */
+async function setApplications(db: Queryable, catalogId: number, ids: readonly number[]): Promise<number[]> {
+  const before = await db.query<{ application_id: number }>(`DELETE FROM catalog_applications WHERE catalog_id = $1 RETURNING application_id`, [catalogId]);
   if (ids.length > 0) {
     await db.query(`INSERT INTO catalog_applications (catalog_id, application_id) SELECT $1, unnest($2::int[])`, [catalogId, [...ids]]);
   }
+  return [...new Set([...before.map((r) => r.application_id), ...ids])];
+}
+
+/**
+ * The Applications whose subscriptions changed drop their cached snapshots on every node: a
+ * snapshot knows whether its Application has catalogs at all (sessions skip the catalog lookup
+ * when it has none).
+ */
+function subscriptionsChanged(ctx: ManagementContext, applicationIds: readonly number[]): void {
+  for (const applicationId of applicationIds) ctx.events.publish({ kind: 'application', applicationId });
 }
 
 /** POST /v1/catalogs */
@@ -90,8 +101,11 @@ export async function createCatalog(ctx: ManagementContext, principal: Principal
       `INSERT INTO catalogs (account_id, name, description, created_by, created, modified) VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`,
       [principal.accountId, body.name, body.description ?? '', principal.userId, now],
     );
-    await setApplications(tx, c!.id, body.subscribedApplicationsIds ?? []);
-    return catalogView(await requireCatalog(tx, principal, c!.id));
+    const touched = await setApplications(tx, c!.id, body.subscribedApplicationsIds ?? []);
+    return { view: catalogView(await requireCatalog(tx, principal, c!.id)), touched };
+  }).then(({ view, touched }) => {
+    subscriptionsChanged(ctx, touched);
+    return view;
   });
 }
 
@@ -128,8 +142,11 @@ export async function updateCatalog(ctx: ManagementContext, principal: Principal
     await requireCatalog(tx, principal, catalogId, true);
     await requireApplications(tx, principal, body.subscribedApplicationsIds ?? []);
     await tx.query(`UPDATE catalogs SET name = $2, description = $3, modified = $4 WHERE id = $1`, [catalogId, body.name, body.description ?? '', now]);
-    await setApplications(tx, catalogId, body.subscribedApplicationsIds ?? []);
-    return catalogView(await requireCatalog(tx, principal, catalogId));
+    const touched = await setApplications(tx, catalogId, body.subscribedApplicationsIds ?? []);
+    return { view: catalogView(await requireCatalog(tx, principal, catalogId)), touched };
+  }).then(({ view, touched }) => {
+    subscriptionsChanged(ctx, touched);
+    return view;
   });
 }
 
@@ -137,7 +154,12 @@ export async function updateCatalog(ctx: ManagementContext, principal: Principal
 export async function deleteCatalog(ctx: ManagementContext, principal: Principal, catalogId: number): Promise<void> {
   await requireCatalog(ctx.db, principal, catalogId);
   requireAdmin(principal);
+  const subscribed = await ctx.db.query<{ application_id: number }>(`SELECT application_id FROM catalog_applications WHERE catalog_id = $1`, [catalogId]);
   await ctx.db.query(`DELETE FROM catalogs WHERE id = $1 AND account_id = $2`, [catalogId, principal.accountId]);
+  subscriptionsChanged(
+    ctx,
+    subscribed.map((r) => r.application_id),
+  );
 }
 
 export interface PriceHistoryBody {
