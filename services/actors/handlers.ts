@@ -1,4 +1,4 @@
-import type { AudienceService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
+import type { AchievementService, AudienceService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -9,12 +9,13 @@ export interface IntegrationServices {
   events: EventService;
   reservations: ReservationService;
   audiences: AudienceService;
+  achievements: AchievementService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events, reservations, audiences } = services;
+  const { sessions, referrals, profiles, events, reservations, audiences, achievements } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -51,6 +52,8 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
+    customerAchievements: (call) => achievements.list(call),
+    customerAchievementHistory: (call) => achievements.history(call),
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudience: (call) => audiences.create(call),
     updateAudience: (call) => audiences.rename(call),
