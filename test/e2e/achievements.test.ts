@@ -279,7 +279,7 @@ describe('achievements', () => {
     const fixed = await achievementCampaign(t.admin, s.applicationId, { name: 'fixed', target: 5, period: '10D', activationPolicy: 'fixed_schedule', fixedStartDate: start, recurrencePolicy: 'on_expiration' }, 2);
     const who = 'ach-dave';
     unwrap(await t.admin.POST('/v1/attributes', { body: { entity: 'Event', eventType: 'visited', name: 'page', type: 'string', title: 'page' } }));
-    unwrap(await s.integration.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: who } }, body: { attributes: { page: 'home' } } as never }));
+    unwrap(await s.integration.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: who } }, body: { attributes: {} } as never }));
     // Scheduled: not listed by default, and progress before the start is ignored.
     expect(unwrap(await listFor(s, who)).totalResultSize).toBe(0);
     const scheduled = unwrap(await listFor(s, who, { achievementStatus: 'scheduled' }));
@@ -292,7 +292,13 @@ describe('achievements', () => {
     const p = await progressOf(s, who, fixed.achievementId);
     expect(p).toMatchObject({ status: 'inprogress', progress: 2, startDate: start });
     expect(Date.parse(p.endDate!) - Date.parse(start)).toBe(10 * DAY);
-    unwrap(await s.integration.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId: who } }, body: { attributes: { page: 'home' } } as never }));
+    unwrap(
+      await s.integration.PUT('/v2/customer_profiles/{integrationId}', {
+        params: { path: { integrationId: who }, query: { runRuleEngine: true } as never },
+        body: { attributes: {} } as never,
+      }),
+    );
+    console.log(JSON.stringify(await historyOf(s, who, fixed.achievementId)));
     expect((await progressOf(s, who, fixed.achievementId)).progress).toBe(4);
   });
 
