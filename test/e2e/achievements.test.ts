@@ -79,7 +79,7 @@ describe('achievements', () => {
     const other = await otherAccount(t.node.db, t.url, 'achievement-stranger@test.local');
     strangerAdmin = other.client;
     stranger = await setupShop(t.url, other.client);
-    for (let i = 0; i < 5; i++) pool.push(await setupShop(t.url, t.admin));
+    for (let i = 0; i < 6; i++) pool.push(await setupShop(t.url, t.admin));
     await t.node.db.query(`UPDATE api_keys SET expires = '2099-01-01T00:00:00Z'`);
   }, 60_000);
   afterAll(async () => {
@@ -300,6 +300,28 @@ describe('achievements', () => {
     );
     console.log(JSON.stringify(await historyOf(s, who, fixed.achievementId)));
     expect((await progressOf(s, who, fixed.achievementId)).progress).toBe(4);
+  });
+
+  it('bounds a run by periodEndOverride and by the achievement endDate', async () => {
+    const s = await newShop();
+    const yearly = await achievementCampaign(t.admin, s.applicationId, {
+      name: 'yearly',
+      target: 100,
+      period: '1Y',
+      periodEndOverride: { month: 12, dayOfMonth: 31, hour: 23, minute: 59, second: 59 },
+    });
+    const endsSoon = new Date(clock.now().getTime() + 5 * DAY).toISOString();
+    const capped = await achievementCampaign(t.admin, s.applicationId, { name: 'capped', target: 100, period: '30D', endDate: endsSoon });
+    await close(s, 'o1', 'ach-olga');
+    const y = await progressOf(s, 'ach-olga', yearly.achievementId);
+    const year = new Date(Date.parse(y.startDate!)).getUTCFullYear() + 1;
+    expect(y).toMatchObject({ status: 'inprogress', progress: 1, endDate: `${year}-12-31T23:59:59.000Z` });
+    expect(await progressOf(s, 'ach-olga', capped.achievementId)).toMatchObject({ status: 'inprogress', progress: 1, endDate: endsSoon });
+    // After the achievement's endDate nothing more is counted.
+    clock.advance(6 * DAY);
+    await close(s, 'o2', 'ach-olga');
+    expect(await progressOf(s, 'ach-olga', capped.achievementId)).toMatchObject({ status: 'expired', progress: 1 });
+    expect((await progressOf(s, 'ach-olga', yearly.achievementId)).progress).toBe(2);
   });
 
   it('rejects bad integration input (400), bad keys (401) and hides other Applications (404)', async () => {
