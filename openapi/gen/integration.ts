@@ -841,9 +841,7 @@ export interface components {
                     };
                 };
             };
-            achievements?: {
-                [key: string]: unknown;
-            }[];
+            achievements?: components["schemas"]["CustomerAchievement"][];
         };
         AchievementProgress: {
             /** @enum {string} */
@@ -1483,7 +1481,7 @@ export interface operations {
                 coupons?: boolean;
                 /** @description Include the Application's loyalty programs with the profile's balances. */
                 loyalty?: boolean;
-                /** @description Include achievements (not built yet; always an empty list). */
+                /** @description Include the Application's active achievements with the profile's current progress (as in GET .../achievements). */
                 achievements?: boolean;
             };
             header?: never;

@@ -356,6 +356,11 @@ describe('achievements', () => {
     expect((await historyOf(s, 'ach-erin', 2_000_000)).response.status).toBe(404);
     expect((await listFor(s, 'nobody-here')).response.status).toBe(404);
     expect(unwrap(await historyOf(s, 'ach-erin', achievementId)).data.map((h) => h.progress)).toEqual([1]);
+    // The customer inventory lists them too.
+    const inv = unwrap(
+      await s.integration.GET('/v1/customer_profiles/{integrationId}/inventory', { params: { path: { integrationId: 'ach-erin' }, query: { achievements: true } } }),
+    );
+    expect(inv.achievements!.map((a) => [a.id, a.name, a.currentProgress.status, a.currentProgress.progress])).toEqual([[achievementId, 'x', 'inprogress', 1]]);
   });
 });
 
