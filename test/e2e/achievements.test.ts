@@ -266,6 +266,13 @@ describe('achievements', () => {
     unwrap(await session(s, 'c1', { ...cart([10], { profileId: who2 }), state: 'cancelled' }));
     expect(await progressOf(s, who2, once.achievementId)).toMatchObject({ status: 'inprogress', progress: 0 });
 
+    // A reopen gives the progress back as a cancel does.
+    const who3 = 'ach-cathy';
+    await close(s, 'r1', who3);
+    expect(await progressOf(s, who3, once.achievementId)).toMatchObject({ status: 'completed', progress: 1 });
+    unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'r1' } } }));
+    expect(await progressOf(s, who3, once.achievementId)).toMatchObject({ status: 'inprogress', progress: 0 });
+
     // After the period a no_recurrence achievement takes no more progress.
     clock.advance(8 * DAY);
     await close(s, 'c2', who2);
