@@ -349,6 +349,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/customer_profiles/{integrationId}/achievements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        /** The Application's achievements with the profile's current progress */
+        get: operations["getCustomerAchievements"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer_profiles/{integrationId}/achievements/{achievementId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        /** The profile's progress runs of one achievement, newest first */
+        get: operations["getCustomerAchievementHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/audiences": {
         parameters: {
             query?: never;
@@ -839,9 +880,7 @@ export interface components {
                     };
                 };
             };
-            achievements?: {
-                [key: string]: unknown;
-            }[];
+            achievements?: components["schemas"]["CustomerAchievement"][];
         };
         CatalogI: {
             id: number;
@@ -914,6 +953,45 @@ export interface components {
             target: {
                 [key: string]: unknown;
             };
+        };
+        AchievementProgress: {
+            /** @enum {string} */
+            status: "inprogress" | "completed" | "not_started" | "expired";
+            progress: number;
+            /** Format: date-time */
+            startDate?: string;
+            /** Format: date-time */
+            completionDate?: string;
+            /** Format: date-time */
+            endDate?: string;
+        };
+        CustomerAchievement: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            name: string;
+            title: string;
+            description: string;
+            target: number;
+            period: string;
+            periodEndOverride?: {
+                month?: number;
+                dayOfMonth?: number;
+                hour?: number;
+                minute?: number;
+                second?: number;
+            };
+            recurrencePolicy: string;
+            activationPolicy: string;
+            /** Format: date-time */
+            fixedStartDate?: string;
+            /** Format: date-time */
+            endDate?: string;
+            allowRollbackAfterCompletion: boolean;
+            campaignId: number;
+            /** @enum {string} */
+            status: "active" | "scheduled";
+            currentProgress: components["schemas"]["AchievementProgress"];
         };
         NewAudience: {
             name: string;
@@ -1514,7 +1592,7 @@ export interface operations {
                 coupons?: boolean;
                 /** @description Include the Application's loyalty programs with the profile's balances. */
                 loyalty?: boolean;
-                /** @description Include achievements (not built yet; always an empty list). */
+                /** @description Include the Application's active achievements with the profile's current progress (as in GET .../achievements). */
                 achievements?: boolean;
             };
             header?: never;
@@ -1596,6 +1674,85 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    getCustomerAchievements: {
+        parameters: {
+            query?: {
+                /** @description Comma-separated campaign IDs. */
+                campaignIds?: string;
+                /** @description Comma-separated achievement IDs. */
+                achievementIds?: string;
+                /** @description Comma-separated `active`, `scheduled` (default only active). */
+                achievementStatus?: string;
+                currentProgressStatus?: "inprogress" | "completed" | "not_started";
+                pageSize?: number;
+                skip?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Achievements with progress */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["CustomerAchievement"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    getCustomerAchievementHistory: {
+        parameters: {
+            query?: {
+                progressStatus?: "inprogress" | "completed" | "expired";
+                /** @description Only runs created at or after this time. */
+                startDate?: string;
+                /** @description Only runs created at or before this time. */
+                endDate?: string;
+                pageSize?: number;
+                skip?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The profile's integration ID; stable, it never changes. */
+                integrationId: components["parameters"]["profileIntegrationId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Progress history */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["AchievementProgress"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

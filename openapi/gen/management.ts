@@ -248,6 +248,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/achievements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        /** List the campaign's achievements (extension) */
+        get: operations["getAchievements"];
+        put?: never;
+        /** Create an achievement of the campaign (extension) */
+        post: operations["createAchievement"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/achievements/{achievementId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        get: operations["getAchievement"];
+        /** Update an achievement; the fields given replace the stored ones (extension) */
+        put: operations["updateAchievement"];
+        post?: never;
+        /** Delete an achievement with every profile's progress (extension) */
+        delete: operations["deleteAchievement"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/applications/{applicationId}/campaigns_search": {
         parameters: {
             query?: never;
@@ -1444,6 +1487,74 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description Moves the end of each run to this month, day and time (UTC) of the year the period ends in. */
+        AchievementPeriodEndOverride: {
+            month?: number;
+            dayOfMonth?: number;
+            hour?: number;
+            minute?: number;
+            second?: number;
+        };
+        NewAchievement: {
+            name: string;
+            title?: string;
+            description?: string;
+            target: number;
+            /** @description Length of a run: a number and D, W, M or Y (e.g. 30D, 1Y). */
+            period: string;
+            periodEndOverride?: components["schemas"]["AchievementPeriodEndOverride"];
+            /** @enum {string} */
+            recurrencePolicy?: "no_recurrence" | "on_expiration";
+            /** @enum {string} */
+            activationPolicy?: "user_action" | "fixed_schedule";
+            /** Format: date-time */
+            fixedStartDate?: string;
+            /** Format: date-time */
+            endDate?: string;
+            allowRollbackAfterCompletion?: boolean;
+        };
+        UpdateAchievement: {
+            name?: string;
+            title?: string;
+            description?: string;
+            target?: number;
+            /** @description Length of a run: a number and D, W, M or Y (e.g. 30D, 1Y). */
+            period?: string;
+            periodEndOverride?: components["schemas"]["AchievementPeriodEndOverride"];
+            /** @enum {string} */
+            recurrencePolicy?: "no_recurrence" | "on_expiration";
+            /** @enum {string} */
+            activationPolicy?: "user_action" | "fixed_schedule";
+            /** Format: date-time */
+            fixedStartDate?: string;
+            /** Format: date-time */
+            endDate?: string;
+            allowRollbackAfterCompletion?: boolean;
+        };
+        Achievement: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            name: string;
+            title: string;
+            description: string;
+            target: number;
+            /** @description Length of a run: a number and D, W, M or Y (e.g. 30D, 1Y). */
+            period: string;
+            periodEndOverride?: components["schemas"]["AchievementPeriodEndOverride"];
+            /** @enum {string} */
+            recurrencePolicy: "no_recurrence" | "on_expiration";
+            /** @enum {string} */
+            activationPolicy: "user_action" | "fixed_schedule";
+            /** Format: date-time */
+            fixedStartDate?: string;
+            /** Format: date-time */
+            endDate?: string;
+            allowRollbackAfterCompletion: boolean;
+            campaignId: number;
+            /** @enum {string} */
+            status: "active" | "scheduled";
+        };
     };
     responses: {
         /** @description Error */
@@ -2291,6 +2402,160 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getAchievements: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+                /** @description Case-insensitive substring of the name. */
+                name?: string;
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Achievements */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["Achievement"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    createAchievement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewAchievement"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Achievement"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    getAchievement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Achievement */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Achievement"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateAchievement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateAchievement"];
+            };
+        };
+        responses: {
+            /** @description Achievement */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Achievement"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    deleteAchievement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                achievementId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
         };
     };

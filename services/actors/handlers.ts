@@ -1,4 +1,4 @@
-import type { AudienceService, CatalogService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
+import type { AchievementService, AudienceService, CatalogService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -10,12 +10,13 @@ export interface IntegrationServices {
   reservations: ReservationService;
   audiences: AudienceService;
   catalogs: CatalogService;
+  achievements: AchievementService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events, reservations, audiences, catalogs } = services;
+  const { sessions, referrals, profiles, events, reservations, audiences, catalogs, achievements } = services;
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
@@ -54,6 +55,8 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     bestPriorPrice: async (call) => ({ data: await catalogs.bestPriorPrice(call) }),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
+    customerAchievements: (call) => achievements.list(call),
+    customerAchievementHistory: (call) => achievements.history(call),
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudience: (call) => audiences.create(call),
     updateAudience: (call) => audiences.rename(call),

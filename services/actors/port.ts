@@ -100,6 +100,29 @@ export interface CustomerInventoryCall {
   achievements: boolean;
 }
 
+// Issue 6, area K: the two customer achievement reads.
+export interface CustomerAchievementsCall {
+  app: AppRef;
+  integrationId: string;
+  campaignIds?: string | undefined;
+  achievementIds?: string | undefined;
+  achievementStatus?: string | undefined;
+  currentProgressStatus?: string | undefined;
+  pageSize?: number | undefined;
+  skip?: number | undefined;
+}
+
+export interface CustomerAchievementHistoryCall {
+  app: AppRef;
+  integrationId: string;
+  achievementId: number;
+  progressStatus?: string | undefined;
+  startDate?: string | undefined;
+  endDate?: string | undefined;
+  pageSize?: number | undefined;
+  skip?: number | undefined;
+}
+
 /** A short stable digest (FNV-1a, 32 bits) for actor keys. */
 function digest(s: string): string {
   let h = 0x811c9dc5;
@@ -154,6 +177,8 @@ export interface PortCalls {
   bestPriorPrice: BestPriorPriceCall;
   // ---- calls J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
   // ---- calls K: achievements (issue 6; keep this marker) ----
+  customerAchievements: CustomerAchievementsCall;
+  customerAchievementHistory: CustomerAchievementHistoryCall;
   // ---- calls H: audiences (issue 6; keep this marker) ----
   createAudience: AudienceCall;
   updateAudience: AudienceCall;
@@ -183,6 +208,8 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'bestPriorPrice',
   // ---- operations J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
   // ---- operations K: achievements (issue 6; keep this marker) ----
+  'customerAchievements',
+  'customerAchievementHistory',
   // ---- operations H: audiences (issue 6; keep this marker) ----
   'createAudience',
   'updateAudience',
@@ -203,7 +230,14 @@ export interface IntegrationPort {
 }
 
 /** Reads run beside the writes of their key instead of queueing behind them. */
-export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession', 'listCouponReservationHolders', 'customerInventory']);
+export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set([
+  'getSession',
+  'listCouponReservationHolders',
+  'customerInventory',
+  // Issue 6, area K.
+  'customerAchievements',
+  'customerAchievementHistory',
+]);
 
 /**
  * The actor key (and so the shard key) of a call: the session for session calls, the profile for
@@ -246,6 +280,12 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
     }
     // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- keys K: achievements (issue 6; keep this marker) ----
+    // Achievement reads read a profile: its actor, without queueing (READ_OPERATIONS).
+    case 'customerAchievements':
+    case 'customerAchievementHistory': {
+      const p = payload as CustomerAchievementsCall;
+      return `p:${p.app.accountId}:${p.integrationId}`;
+    }
     // ---- keys H: audiences (issue 6; keep this marker) ----
     // Audience calls need no actor's ordering (the database orders them; see
     // services/integration/audiences.ts): each call is its own actor, so that parallel calls on

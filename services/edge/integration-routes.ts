@@ -53,6 +53,32 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
     },
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
+    getCustomerAchievements: async ({ app, params, query }) => {
+      const r = await port.invoke('customerAchievements', {
+        app: app as AppRef,
+        integrationId: params.integrationId,
+        campaignIds: query.campaignIds,
+        achievementIds: query.achievementIds,
+        achievementStatus: query.achievementStatus,
+        currentProgressStatus: query.currentProgressStatus,
+        pageSize: query.pageSize,
+        skip: query.skip,
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
+    getCustomerAchievementHistory: async ({ app, params, query }) => {
+      const r = await port.invoke('customerAchievementHistory', {
+        app: app as AppRef,
+        integrationId: params.integrationId,
+        achievementId: params.achievementId,
+        progressStatus: query.progressStatus,
+        startDate: query.startDate,
+        endDate: query.endDate,
+        pageSize: query.pageSize,
+        skip: query.skip,
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudienceV2: async ({ app, body, headers }) => {
       const r = await port.invoke('createAudience', { app: app as AppRef, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });

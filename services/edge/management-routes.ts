@@ -58,6 +58,18 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     getPriceHistory: async ({ principal, params, body }) => ok(await m.priceHistory(ctx, who(principal), params.applicationId, body)),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
     // ---- handlers K: achievements (issue 6; keep this marker) ----
+    createAchievement: async ({ principal, params, body }) =>
+      created(await m.createAchievement(ctx, who(principal), params.applicationId, params.campaignId, body)),
+    getAchievements: async ({ principal, params, query }) =>
+      ok(await m.listAchievements(ctx, who(principal), params.applicationId, params.campaignId, query)),
+    getAchievement: async ({ principal, params }) =>
+      ok(await m.getAchievement(ctx, who(principal), params.applicationId, params.campaignId, params.achievementId)),
+    updateAchievement: async ({ principal, params, body }) =>
+      ok(await m.updateAchievement(ctx, who(principal), params.applicationId, params.campaignId, params.achievementId, body)),
+    deleteAchievement: async ({ principal, params }) => {
+      await m.deleteAchievement(ctx, who(principal), params.applicationId, params.campaignId, params.achievementId);
+      return noContent();
+    },
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
     searchCampaigns: async ({ principal, params, query, body }) =>
       ok(await m.searchCampaigns(ctx, who(principal), params.applicationId, query, body)),

@@ -8,6 +8,7 @@ import { addExact, AppError } from '../shared/index.js';
 import { couponView, referralView, type Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
+import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
 
 /**
  * A counter ran out between evaluation and commit (another session took the last use of a coupon
@@ -27,7 +28,9 @@ export type CounterEntry =
   | { t: 'limit'; campaignId: number; couponId: number; action: string; period: string; entity: string; amount: number }
   | { t: 'stats'; campaignId: number; coupons: number; referrals: number; discount: number; discountEffects: number; createdCoupons: number }
   /** A membership that addToAudience made (added) or removeFromAudience ended (not added). */
-  | { t: 'audience'; campaignId: number; audienceId: number; profile: string; added: boolean };
+  | { t: 'audience'; campaignId: number; audienceId: number; profile: string; added: boolean }
+  /** Progress that increaseAchievementProgress added to a run (issue 6, area K). */
+  | AchievementEntry;
 
 export const DISCOUNT_EFFECTS: ReadonlySet<string> = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
 /** Amounts that returns give back pro rata; counts (redemptions) stay. */
@@ -176,6 +179,7 @@ export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[];
   const plan = planEffects(c);
   const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length;
   if (more > 0 || plan.referral) return undefined;
+  if (c.profileId !== '' && c.effects.some((e) => e.effectType === 'increaseAchievementProgress')) return undefined;
   return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
 }
 
@@ -250,6 +254,9 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
     const changed = await changeMembership(tx, c.app.accountId, a.audienceId, a.profile, a.add, c.now.toISOString());
     if (changed) counters.push({ t: 'audience', campaignId: a.campaignId, audienceId: a.audienceId, profile: a.profile, added: a.add });
   }
+
+  // Achievement progress (issue 6, area K), each achievement under its profile row lock.
+  counters.push(...(await commitAchievementProgress(tx, c.app.id, c.profileId, c.effects, c.now)));
 
   // Created coupons and referrals become real.
   const createdCoupons: Array<Record<string, unknown>> = [];
@@ -383,6 +390,10 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
       case 'audience':
         if (keep) remaining.push(k);
         else await changeMembership(tx, null, k.audienceId, k.profile, !k.added, new Date().toISOString());
+        break;
+      case 'achievement':
+        if (keep) remaining.push(k);
+        else await rollbackAchievementProgress(tx, k);
         break;
       case 'stats': {
         // Created coupons stay: they exist now, whatever happens to the session that made them.

@@ -5,6 +5,7 @@ import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../en
 import { normalizeCode, type Queryable } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
 import { isHardReserved } from './reservations.js';
+import { loadAchievementFacts, usesAchievements } from './achievements.js';
 
 /** One counter row of limit_counters that a limit in play reads and a commit increments. */
 export interface LimitKey {
@@ -131,6 +132,10 @@ export async function loadFacts(
       audienceIds,
     ]);
     facts.audiences = Object.fromEntries(rows.map((r) => [String(r.id), { name: r.name }]));
+  }
+  // The profile's current progress on the achievements of the campaigns in play (issue 6, area K).
+  if (campaigns.some(usesAchievements)) {
+    facts.achievements = await loadAchievementFacts(db, app.id, campaigns.map((c) => c.id), session.profileId, now);
   }
   const limitKeys = limitKeysOf(app, campaigns, couponRows, session, now);
   if (limitKeys.length > 0) {

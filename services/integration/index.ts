@@ -19,5 +19,6 @@ export { ReservationService, MAX_RESERVATION_IDS, type InventoryCall, type Reser
 export { CatalogService, filtersSql, priceFromCatalogs, priceRecordJson } from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
 // ---- exports K: achievements (issue 6; keep this marker) ----
+export { AchievementService, type CustomerAchievementsCall, type AchievementHistoryCall } from './achievements.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
 export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';

@@ -18,6 +18,7 @@ import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { couponView, normalizeCode, referralView } from '../store/index.js';
 import { loadProfile, profileView, toProfile } from './repository.js';
+import { AchievementService } from './achievements.js';
 
 export interface AppKey {
   applicationId: number;
@@ -161,7 +162,7 @@ export class ReservationService {
    * GET /v1/customer_profiles/{integrationId}/inventory. Each part is present when its flag is
    * set. Coupons: those the profile reserved (soft or hard), those made for it
    * (recipientIntegrationId) and the Application's implicitly reserved (visible) ones, each once.
-   * Achievements do not exist yet: the list is empty.
+   * Achievements: the Application's active ones with the profile's current progress.
    */
   async inventory(call: InventoryCall): Promise<Record<string, unknown>> {
     const profile = await loadProfile(this.db, call.app.accountId, storable(call.integrationId, '/path/integrationId'));
@@ -188,7 +189,8 @@ export class ReservationService {
       out.coupons = rows.map(couponView);
     }
     if (call.loyalty) out.loyalty = { programs: await this.loyaltyPrograms(call.app, profile.id) };
-    if (call.achievements) out.achievements = [];
+    // Issue 6, area K: the active achievements with the profile's current progress.
+    if (call.achievements) out.achievements = ((await new AchievementService(this.db, this.clock).list({ app: call.app, integrationId: call.integrationId })) as { data: unknown[] }).data;
     return out;
   }
 

@@ -15,6 +15,7 @@ export * from './attributes.js';
 export * from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
 // ---- exports K: achievements (issue 6; keep this marker) ----
+export * from './achievements.js';
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----
 // ---- exports B: coupons and referrals (issue 5; keep this marker) ----
 export * from './coupons.js';
