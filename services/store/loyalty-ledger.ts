@@ -162,3 +162,27 @@ export async function spendPoints(
   return row!.id;
 }
 
+
+// ---- tiers ----
+
+export interface Tier {
+  name: string;
+  minPoints: number;
+}
+
+/**
+ * The tier of an active balance (the highest whose minPoints it reaches; none below the first)
+ * and how many points the next tier needs (absent at the top tier).
+ */
+export function tierOf(tiers: readonly Tier[], balance: number): { tier?: Tier; pointsToNextTier?: number; nextTier?: string } {
+  let tier: Tier | undefined;
+  let next: Tier | undefined;
+  for (const t of tiers) {
+    if (balance >= t.minPoints) tier = t;
+    else if (!next) next = t;
+  }
+  return {
+    ...(tier ? { tier } : {}),
+    ...(next ? { nextTier: next.name, pointsToNextTier: Math.round((next.minPoints - balance) * 1e9) / 1e9 } : {}),
+  };
+}
