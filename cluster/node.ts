@@ -6,7 +6,7 @@ import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from 
 import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
-import { AudienceService, EventService, ProfileService, ReferralService, ReservationService, SessionService, SnapshotCache } from '../services/integration/index.js';
+import { AudienceService, EventService, LoyaltyService, ProfileService, ReferralService, ReservationService, SessionService, SnapshotCache } from '../services/integration/index.js';
 import {
   AccessLogWriter,
   ApiKeyResolver,
@@ -249,6 +249,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         }),
         events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),
         reservations: new ReservationService(db, clock),
+        loyalty: new LoyaltyService(db, clock),
         audiences: new AudienceService(db, clock),
       }),
       nodeId,

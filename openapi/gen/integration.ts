@@ -310,6 +310,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/loyalty_programs/{programID}/profile/{integrationID}/balances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        /** A profile's balances in a loyalty program the Application subscribes to, with its tier and the points to the next tier */
+        get: operations["getLoyaltyBalances"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/audiences": {
         parameters: {
             query?: never;
@@ -803,6 +823,27 @@ export interface components {
             achievements?: {
                 [key: string]: unknown;
             }[];
+        };
+        LoyaltyLedgerBalances: {
+            activePoints: number;
+            pendingPoints: number;
+            spentPoints: number;
+            expiredPoints: number;
+            negativePoints: number;
+        };
+        LoyaltyBalancesWithTier: {
+            balance?: components["schemas"]["LoyaltyLedgerBalances"] & {
+                currentTier?: {
+                    name?: string;
+                    minPoints?: number;
+                };
+                /** @description Absent at the top tier */
+                pointsToNextTier?: number;
+                nextTierName?: string;
+            };
+            subLedgerBalances?: {
+                [key: string]: components["schemas"]["LoyaltyLedgerBalances"];
+            };
         };
         NewAudience: {
             name: string;
@@ -1422,6 +1463,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CustomerInventory"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyBalances: {
+        parameters: {
+            query?: {
+                /** @description Balances as of this time (default now). */
+                endDate?: string;
+                /** @description Only this subledger. */
+                subledgerId?: string;
+            };
+            header?: never;
+            path: {
+                programID: number;
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balances */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyBalancesWithTier"];
                 };
             };
             400: components["responses"]["Error"];

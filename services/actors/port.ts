@@ -77,6 +77,15 @@ export interface CreateReferralCall {
   advocateProfileIntegrationId: string;
 }
 
+// Issue 6, area J: a profile's loyalty balances.
+export interface LoyaltyBalancesCall {
+  app: AppRef;
+  programId: number;
+  integrationId: string;
+  endDate?: string;
+  subledgerId?: string;
+}
+
 // Issue 6, area G: coupon reservations and the customer inventory.
 export interface CouponReservationCall {
   app: AppRef;
@@ -137,6 +146,7 @@ export interface PortCalls {
   customerInventory: CustomerInventoryCall;
   // ---- calls I: catalogs and pricing (issue 6; keep this marker) ----
   // ---- calls J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  loyaltyBalances: LoyaltyBalancesCall;
   // ---- calls K: achievements (issue 6; keep this marker) ----
   // ---- calls H: audiences (issue 6; keep this marker) ----
   createAudience: AudienceCall;
@@ -164,6 +174,7 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'customerInventory',
   // ---- operations I: catalogs and pricing (issue 6; keep this marker) ----
   // ---- operations J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  'loyaltyBalances',
   // ---- operations K: achievements (issue 6; keep this marker) ----
   // ---- operations H: audiences (issue 6; keep this marker) ----
   'createAudience',
@@ -185,7 +196,7 @@ export interface IntegrationPort {
 }
 
 /** Reads run beside the writes of their key instead of queueing behind them. */
-export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession', 'listCouponReservationHolders', 'customerInventory']);
+export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set(['getSession', 'listCouponReservationHolders', 'customerInventory', 'loyaltyBalances']);
 
 /**
  * The actor key (and so the shard key) of a call: the session for session calls, the profile for
@@ -217,6 +228,11 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
     }
     // ---- keys I: catalogs and pricing (issue 6; keep this marker) ----
     // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // Balances read a profile's ledger: its actor, without queueing (READ_OPERATIONS).
+    case 'loyaltyBalances': {
+      const p = payload as LoyaltyBalancesCall;
+      return `p:${p.app.accountId}:${p.integrationId}`;
+    }
     // ---- keys K: achievements (issue 6; keep this marker) ----
     // ---- keys H: audiences (issue 6; keep this marker) ----
     // Audience calls need no actor's ordering (the database orders them; see

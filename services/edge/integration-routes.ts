@@ -44,6 +44,16 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
     },
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    getLoyaltyBalances: async ({ app, params, query }) => {
+      const r = await port.invoke('loyaltyBalances', {
+        app: app as AppRef,
+        programId: params.programID,
+        integrationId: params.integrationID,
+        ...(query.endDate !== undefined ? { endDate: query.endDate } : {}),
+        ...(query.subledgerId !== undefined ? { subledgerId: query.subledgerId } : {}),
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers H: audiences (issue 6; keep this marker) ----
     createAudienceV2: async ({ app, body, headers }) => {

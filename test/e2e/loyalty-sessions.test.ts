@@ -171,6 +171,74 @@ describe('loyalty in sessions (PGlite, controllable clock)', () => {
     expect(gold.effects.filter((e) => e.effectType === 'setDiscount').map((e) => e.props.name)).toEqual(['gold', 'exact']);
   });
 
+  it('balances: active, pending, spent, tier and pointsToNextTier; loyalty in the v2 state', async () => {
+    unwrap(await touch(shop.integration, 'gus'));
+    const add = (points: number, pendingDuration = 'immediate') =>
+      t.admin.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', {
+        params: { path: { programID: pid, integrationID: 'gus' } },
+        body: { points, pendingDuration } as never,
+      });
+    unwrap(await add(120));
+    unwrap(await add(40, '3D'));
+    const balances = (client: Client, programID: number, integrationID: string, query: Record<string, unknown> = {}) =>
+      client.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}/balances', { params: { path: { programID, integrationID }, query: query as never } });
+    const b = unwrap(await balances(shop.integration, pid, 'gus'));
+    expect(b.balance).toEqual({
+      activePoints: 120,
+      pendingPoints: 40,
+      spentPoints: 0,
+      expiredPoints: 0,
+      negativePoints: 0,
+      currentTier: { name: 'Silver', minPoints: 100 },
+      pointsToNextTier: 180,
+      nextTierName: 'Gold',
+    });
+    expect(b.subLedgerBalances).toEqual({});
+    // As of four days on, the pending points are active.
+    const later = unwrap(await balances(shop.integration, pid, 'gus', { endDate: new Date(clock.now().getTime() + 4 * DAY).toISOString() }));
+    expect(later.balance).toMatchObject({ activePoints: 160, pendingPoints: 0, pointsToNextTier: 140 });
+
+    // Spending on close moves the tier down.
+    unwrap(await closeSession(shop.integration, 'gus-spend', { profileId: 'gus', cartItems: lines(5) }));
+    const after = unwrap(await balances(shop.integration, pid, 'gus'));
+    expect(after.balance).toMatchObject({ activePoints: 70, spentPoints: 50, pointsToNextTier: 30, nextTierName: 'Silver' });
+    expect(after.balance!.currentTier).toBeUndefined();
+
+    // The v2 state's loyalty part, on a session update and a profile update.
+    const state = unwrap(
+      await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'gus-look' } },
+        body: { customerSession: { profileId: 'gus', cartItems: lines(5) } as never, responseContent: ['loyalty'] as never },
+      }),
+    ) as unknown as { loyalty: { cards: unknown[]; programs: Record<string, { id: number; ledger: Record<string, unknown>; joinDate: string }> } };
+    const entry = Object.values(state.loyalty.programs).find((p) => p.id === pid)!;
+    expect(entry.ledger).toMatchObject({ currentBalance: 70, pendingBalance: 40, spentBalance: 50, negativeBalance: 0, expiredBalance: 0, pointsToNextTier: 30 });
+    expect(Date.parse(entry.joinDate)).not.toBeNaN();
+    expect(state.loyalty.cards).toEqual([]);
+    const viaProfile = unwrap(
+      await shop.integration.PUT('/v2/customer_profiles/{integrationId}', {
+        params: { path: { integrationId: 'gus' } },
+        body: { attributes: {}, responseContent: ['loyalty'] } as never,
+      }),
+    ) as unknown as { loyalty: { programs: Record<string, { id: number; ledger: Record<string, unknown> }> } };
+    expect(Object.values(viaProfile.loyalty.programs).find((p) => p.id === pid)!.ledger).toMatchObject({ currentBalance: 70 });
+
+    // Bad input, keys, other Applications and unknown profiles.
+    const bad = await balances(shop.integration, pid, 'gus', { endDate: 'yesterday' });
+    expect(bad.response.status).toBe(400);
+    expect((bad.error as { errors: Array<{ source: { pointer: string } }> }).errors[0]!.source.pointer).toContain('endDate');
+    const badId = await balances(shop.integration, 0, 'gus');
+    expect(badId.response.status).toBe(400);
+    const anonymous = createIntegrationClient({ baseUrl: t.url, apiKey: 'not-a-key', retries: 0 });
+    expect((await balances(anonymous, pid, 'gus')).response.status).toBe(401);
+    // The other Application does not subscribe to the program: it does not exist there.
+    const foreign = await balances(other.integration, pid, 'gus');
+    expect(foreign.response.status).toBe(404);
+    expect((foreign.error as { errors: Array<{ source: { pointer: string } }> }).errors[0]!.source.pointer).toBe('/programID');
+    const nobody = await balances(shop.integration, pid, 'nobody-here');
+    expect(nobody.response.status).toBe(404);
+  });
+
   it("another Application's program earns nothing, and the other Application's sessions earn nothing in it", async () => {
     const foreign = await program(t, other.applicationId);
     await addCampaign(t.admin, shop.applicationId, [rule(true, [['addLoyaltyPoints', foreign, 10]], 'foreign')]);
