@@ -48,6 +48,9 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     getAttributes: async ({ principal, query }) => ok(await m.listAttributes(ctx, who(principal), query)),
     // ---- handlers I: catalogs and pricing (issue 6; keep this marker) ----
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    createLoyaltyCard: async ({ principal, params, body }) => created(await m.createLoyaltyCard(ctx, who(principal), params.programID, body)),
+    getLoyaltyCard: async ({ principal, params }) => ok(await m.getLoyaltyCard(ctx, who(principal), params.programID, params.cardId)),
+    updateLoyaltyCard: async ({ principal, params, body }) => ok(await m.updateLoyaltyCard(ctx, who(principal), params.programID, params.cardId, body)),
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     // ---- handlers A: applications, campaigns, rulesets (issue 5; keep this marker) ----
     searchCampaigns: async ({ principal, params, query, body }) =>

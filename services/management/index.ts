@@ -13,6 +13,7 @@ export * from './rulesets.js';
 export * from './attributes.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+export { createLoyaltyCard, getLoyaltyCard, updateLoyaltyCard, type NewLoyaltyCardBody, type UpdateLoyaltyCardBody } from './loyalty-cards.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----
 // ---- exports B: coupons and referrals (issue 5; keep this marker) ----

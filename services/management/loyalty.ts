@@ -85,7 +85,7 @@ export async function loyaltyProgramsOfApplications(db: Queryable, applicationId
   return out;
 }
 
-async function findProgram(db: Queryable, principal: Principal, programId: number, lock = false): Promise<Record<string, unknown>> {
+export async function findProgram(db: Queryable, principal: Principal, programId: number, lock = false): Promise<Record<string, unknown>> {
   const [row] = await db.query(`SELECT ${programSelect} FROM loyalty_programs WHERE id = $1 AND account_id = $2${lock ? ' FOR UPDATE' : ''}`, [
     programId,
     principal.accountId,
@@ -250,7 +250,7 @@ async function findProfile(db: Queryable, principal: Principal, integrationId: s
 }
 
 /** Admins, or users who may write one of the program's subscribed Applications. */
-function requireLedgerWriter(principal: Principal, program: Record<string, unknown>): void {
+export function requireLedgerWriter(principal: Principal, program: Record<string, unknown>): void {
   if (isAdmin(principal)) return;
   const subscribed = (program.subscribed_applications as number[] | null) ?? [];
   const grants = principal.policy.applications ?? {};
@@ -264,7 +264,7 @@ function requireLedgerWriter(principal: Principal, program: Record<string, unkno
  * Admins, or users who may read one of the program's subscribed Applications: a customer's ledger
  * is data of the Applications that earn and spend its points, not of the whole account.
  */
-function requireLedgerReader(principal: Principal, program: Record<string, unknown>): void {
+export function requireLedgerReader(principal: Principal, program: Record<string, unknown>): void {
   if (isAdmin(principal)) return;
   const subscribed = (program.subscribed_applications as number[] | null) ?? [];
   const grants = principal.policy.applications ?? {};
