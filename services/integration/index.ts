@@ -17,7 +17,7 @@ export { type ProfileRecord, type EventRecord } from './repository.js';
 export { ReservationService, MAX_RESERVATION_IDS, type InventoryCall, type ReservationCall, type ReservationHoldersCall } from './reservations.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
-export { balancesOf, ledgerObject, LoyaltyService, type Balances, type LoyaltyBalancesCall } from './loyalty.js';
+export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyBalancesCall } from './loyalty.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
 // ---- exports H: audiences (issue 6; keep this marker) ----
 export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';

@@ -3,7 +3,7 @@
 // computed from the grants' remaining amounts (see services/store/loyalty-ledger.ts): pending
 // points become active and points expire at their dates without any write.
 import { badRequest, notFound, type Clock } from '../shared/index.js';
-import { tierOf, type Queryable, type Tier } from '../store/index.js';
+import { lockLedger, settleExpired, tierOf, type Db, type Queryable, type Tier } from '../store/index.js';
 
 export interface LoyaltyAppKey {
   applicationId: number;
@@ -156,4 +156,28 @@ export class LoyaltyService {
     }
     return { cards: [], programs };
   }
+}
+
+/**
+ * The loyalty scheduler's step (run every few seconds by each node): writes the `expire`
+ * transaction of every grant that expired by `now` with points left, ledger by ledger, each in its
+ * own transaction under the ledger's row lock. Pending points becoming active and tiers following
+ * the active balance need no write (balances are computed at read time); expiry is the change the
+ * ledger must record. Exactly once across nodes: settleExpired only touches grants with points
+ * left and zeroes them under the lock, so a second node (or a ledger writer) that gets the lock
+ * next finds nothing to settle. Returns the number of ledgers settled.
+ */
+export async function settleDueLedgers(db: Db, now: Date, batch = 100): Promise<number> {
+  const due = await db.query<{ program_id: number; profile_id: number; subledger_id: string }>(
+    `SELECT DISTINCT program_id, profile_id, subledger_id FROM loyalty_transactions
+      WHERE type = 'addition' AND remaining > 0 AND expiry_date <= $1 LIMIT $2`,
+    [now.toISOString(), batch],
+  );
+  for (const d of due) {
+    const key = { programId: Number(d.program_id), profileId: Number(d.profile_id), subledgerId: d.subledger_id };
+    await db.transaction(async (tx) => {
+      if (await lockLedger(tx, key, { integrationId: '', now, create: false })) await settleExpired(tx, key, now);
+    });
+  }
+  return due.length;
 }

@@ -6,6 +6,7 @@ import { createIntegrationClient, login, unwrap } from '../../sdk/index.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, setupShop, startTestNode, TestClock, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { addCampaign, rule } from '../helpers/promotions.js';
 import { postgresUp } from '../helpers/services.js';
+import { settleDueLedgers } from '../../services/integration/index.js';
 
 const DAY = 86_400_000;
 const noop = { rules: [rule(false, [['noop']])], bindings: [], activate: true };
@@ -65,7 +66,7 @@ describe('loyalty in sessions (PGlite, controllable clock)', () => {
   let pid: number;
 
   beforeAll(async () => {
-    t = await startTestNode('pglite', { clock });
+    t = await startTestNode('pglite', { clock, loyaltySchedulerMs: 100 });
     shop = await longKey(t, await setupShop(t.url, t.admin, { ruleset: noop }));
     other = await longKey(t, await setupShop(t.url, t.admin, { ruleset: noop }));
     pid = await program(t, shop.applicationId, {
@@ -276,6 +277,19 @@ describe('loyalty in sessions (PGlite, controllable clock)', () => {
     await relogin();
     l = await ledger(t, pid, 'ann');
     expect(l).toMatchObject({ totalActivePoints: 0, totalExpiredPoints: 200 });
+    // The scheduler writes the expiry off without any request, once.
+    const expires = async () =>
+      (
+        await t.node.db.query<{ amount: string }>(
+          `SELECT t.amount::text AS amount FROM loyalty_transactions t JOIN customer_profiles p ON p.id = t.profile_id AND p.integration_id = 'ann'
+            WHERE t.program_id = $1 AND t.type = 'expire'`,
+          [pid],
+        )
+      ).map((r) => Number(r.amount));
+    for (let i = 0; i < 50 && (await expires()).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await expires()).toEqual([200]);
+    expect(await grants(t, pid, 'ann')).toEqual([['purchase', 200, 0]]);
   });
 
 });
@@ -311,4 +325,26 @@ describe.skipIf(!postgresUp)('loyalty deductions racing on Postgres', () => {
     expect(l).toMatchObject({ totalActivePoints: 5, totalSpentPoints: 100 });
     expect(l.transactions.filter((x) => x.type === 'subtraction')).toHaveLength(10);
   }, 30_000);
+
+  it('settles each expired grant exactly once when schedulers run in parallel', async () => {
+    const shop = await setupShop(t.url, t.admin, { ruleset: noop });
+    const pid = await program(t, shop.applicationId);
+    for (const who of ['x1', 'x2', 'x3']) {
+      unwrap(await touch(shop.integration, who));
+      unwrap(
+        await t.admin.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', {
+          params: { path: { programID: pid, integrationID: who } },
+          body: { points: 7, expiryDuration: '1s' } as never,
+        }),
+      );
+    }
+    await new Promise((r) => setTimeout(r, 1200));
+    await Promise.all(Array.from({ length: 5 }, () => settleDueLedgers(t.node.db, new Date())));
+    const rows = await t.node.db.query<{ n: string; total: string }>(
+      `SELECT count(*)::text AS n, sum(amount)::text AS total FROM loyalty_transactions WHERE program_id = $1 AND type = 'expire'`,
+      [pid],
+    );
+    expect(rows[0]).toEqual({ n: '3', total: '21' });
+    expect(await ledger(t, pid, 'x1')).toMatchObject({ totalActivePoints: 0, totalExpiredPoints: 7 });
+  }, 20_000);
 });
