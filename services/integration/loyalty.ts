@@ -154,7 +154,36 @@ export class LoyaltyService {
         ...(Object.keys(subledgers).length > 0 ? { subledgers } : {}),
       };
     }
-    return { cards: [], programs };
+    return { cards: await this.cards(app, profileId), programs };
+  }
+
+  /** The cards the profile shares, in programs of this Application (their ledgers: not built yet). */
+  private async cards(app: LoyaltyAppKey, profileId: number): Promise<unknown[]> {
+    const rows = await this.db.query<Record<string, unknown>>(
+      `SELECT c.id, c.created, c.modified, c.identifier, c.status, c.block_reason, p.id AS program_id, p.name, p.title, p.users_per_card_limit,
+              (SELECT jsonb_agg(jsonb_build_object('integrationId', cp.integration_id, 'timestamp', x.created) ORDER BY x.created, cp.integration_id)
+                 FROM loyalty_card_profiles x JOIN customer_profiles cp ON cp.id = x.profile_id WHERE x.card_id = c.id) AS profiles
+         FROM loyalty_card_profiles mine
+         JOIN loyalty_cards c ON c.id = mine.card_id
+         JOIN loyalty_programs p ON p.id = c.program_id
+         JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
+        WHERE mine.profile_id = $2 ORDER BY c.id`,
+      [app.applicationId, profileId],
+    );
+    const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : String(v));
+    return rows.map((r) => ({
+      id: Number(r.id),
+      created: iso(r.created),
+      modified: iso(r.modified),
+      programID: Number(r.program_id),
+      programName: r.name,
+      programTitle: r.title,
+      status: r.status,
+      ...(r.block_reason ? { blockReason: r.block_reason } : {}),
+      identifier: r.identifier,
+      ...(r.users_per_card_limit !== null ? { usersPerCardLimit: r.users_per_card_limit } : {}),
+      profiles: ((r.profiles as Array<{ integrationId: string; timestamp: string }> | null) ?? []).map((p) => ({ integrationId: p.integrationId, timestamp: new Date(p.timestamp).toISOString() })),
+    }));
   }
 }
 

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManagementClient, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { otherAccount } from '../helpers/management-users.js';
-import { setupShop, startTestNode, type TestNode } from '../helpers/node.js';
+import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 
 type Err = { errors: Array<{ source?: { pointer?: string } }> };
 const pointer = (r: { error?: unknown }) => (r.error as Err).errors[0]!.source?.pointer;
@@ -13,10 +13,11 @@ describe('loyalty cards', () => {
   let stranger: ManagementClient;
   let programID: number;
   let plainProgram: number;
+  let shop: ShopSetup;
 
   beforeAll(async () => {
     t = await startTestNode('pglite');
-    const shop = await setupShop(t.url, t.admin);
+    shop = await setupShop(t.url, t.admin);
     const program = (body: Record<string, unknown>) =>
       t.admin.POST('/v1/loyalty_programs', { body: { name: `c${Math.random().toString(36).slice(2, 10)}`, title: 'Card points', subscribedApplications: [shop.applicationId], ...body } as never });
     programID = unwrap(await program({ cardBased: true, usersPerCardLimit: 2 })).id;
@@ -50,6 +51,16 @@ describe('loyalty cards', () => {
     expect(unblocked.status).toBe('active');
     expect(unblocked.blockReason).toBeUndefined();
     expect(unblocked.profiles).toHaveLength(2);
+    // The v2 state's loyalty part lists the cards the profile shares.
+    const state = unwrap(
+      await shop.integration.PUT('/v2/customer_profiles/{integrationId}', {
+        params: { path: { integrationId: 'ben' } },
+        body: { attributes: {}, responseContent: ['loyalty'] } as never,
+      }),
+    ) as unknown as { loyalty: { cards: Array<Record<string, unknown>> } };
+    expect(state.loyalty.cards).toHaveLength(1);
+    expect(state.loyalty.cards[0]).toMatchObject({ identifier: 'CARD-1', programID: programID, status: 'active', usersPerCardLimit: 2 });
+    expect((state.loyalty.cards[0]!.profiles as Array<{ integrationId: string }>).map((p) => p.integrationId).sort()).toEqual(['anna', 'ben']);
   });
 
   it('refuses bad input with 400 and a pointer, a taken identifier with 409', async () => {
