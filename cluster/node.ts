@@ -6,7 +6,7 @@ import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from 
 import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
-import { AchievementService, AudienceService, CatalogService, EventService, ProfileService, ReferralService, ReservationService, SessionService, SnapshotCache } from '../services/integration/index.js';
+import { AchievementService, AudienceService, CatalogService, EventService, LoyaltyService, ProfileService, settleDueLedgers, ReferralService, ReservationService, SessionService, SnapshotCache } from '../services/integration/index.js';
 import {
   AccessLogWriter,
   ApiKeyResolver,
@@ -70,6 +70,8 @@ export interface NodeOptions {
   logLevel?: LogLevel;
   logger?: Logger;
   clock?: Clock;
+  /** How often the loyalty scheduler writes off expired points (ms; default 5000). */
+  loyaltySchedulerMs?: number;
   /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
   rateLimit?: RateLimitOptions;
   /** How often appended campaign statistics are folded into the campaigns (default 1000 ms). */
@@ -131,6 +133,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     }, options.statsFoldMs ?? 1000);
     folding.unref();
     cleanups.push(() => clearInterval(folding));
+    // The loyalty scheduler (issue 6, area J): expired points are written off without a request.
+    const settling = setInterval(() => {
+      settleDueLedgers(db, clock.now()).catch((e: unknown) => logger.debug('loyalty expiry settlement failed', { error: String(e) }));
+    }, options.loyaltySchedulerMs ?? 5000);
+    settling.unref();
+    cleanups.push(() => clearInterval(settling));
 
     let nc: NatsConnection | undefined;
     let events: ConfigEvents;
@@ -250,6 +258,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),
         reservations: new ReservationService(db, clock),
         achievements: new AchievementService(db, clock),
+        loyalty: new LoyaltyService(db, clock),
         audiences: new AudienceService(db, clock),
         catalogs: new CatalogService(db, clock),
       }),

@@ -349,6 +349,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/loyalty_programs/{programID}/profile/{integrationID}/balances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        /** A profile's balances in a loyalty program the Application subscribes to, with its tier and the points to the next tier */
+        get: operations["getLoyaltyBalances"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/customer_profiles/{integrationId}/achievements": {
         parameters: {
             query?: never;
@@ -952,6 +972,27 @@ export interface components {
             };
             target: {
                 [key: string]: unknown;
+            };
+        };
+        LoyaltyLedgerBalances: {
+            activePoints: number;
+            pendingPoints: number;
+            spentPoints: number;
+            expiredPoints: number;
+            negativePoints: number;
+        };
+        LoyaltyBalancesWithTier: {
+            balance?: components["schemas"]["LoyaltyLedgerBalances"] & {
+                currentTier?: {
+                    name?: string;
+                    minPoints?: number;
+                };
+                /** @description Absent at the top tier */
+                pointsToNextTier?: number;
+                nextTierName?: string;
+            };
+            subLedgerBalances?: {
+                [key: string]: components["schemas"]["LoyaltyLedgerBalances"];
             };
         };
         AchievementProgress: {
@@ -1674,6 +1715,38 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyBalances: {
+        parameters: {
+            query?: {
+                /** @description Balances as of this time (default now). */
+                endDate?: string;
+                /** @description Only this subledger. */
+                subledgerId?: string;
+            };
+            header?: never;
+            path: {
+                programID: number;
+                integrationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balances */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyBalancesWithTier"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             429: components["responses"]["Error"];
         };
     };

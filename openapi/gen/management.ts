@@ -248,6 +248,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/loyalty_programs/{programID}/cards": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create a card of a card-based program, shared by the given profiles (at most usersPerCardLimit) */
+        post: operations["createLoyaltyCard"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/loyalty_programs/{programID}/cards/{cardId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The card's identifier. */
+                cardId: string;
+            };
+            cookie?: never;
+        };
+        get: operations["getLoyaltyCard"];
+        /** Block (status inactive, with an optional blockReason) or unblock (status active) a card */
+        put: operations["updateLoyaltyCard"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/applications/{applicationId}/campaigns/{campaignId}/achievements": {
         parameters: {
             query?: never;
@@ -1487,6 +1527,35 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        NewLoyaltyCard: {
+            identifier: string;
+            profiles?: string[];
+        };
+        UpdateLoyaltyCard: {
+            /** @enum {string} */
+            status: "active" | "inactive";
+            blockReason?: string;
+        };
+        LoyaltyCard: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            programID: number;
+            programName: string;
+            programTitle: string;
+            /** @enum {string} */
+            status: "active" | "inactive";
+            blockReason?: string;
+            identifier: string;
+            usersPerCardLimit?: number;
+            profiles: {
+                integrationId: string;
+                /** Format: date-time */
+                timestamp: string;
+            }[];
+        };
         /** @description Moves the end of each run to this month, day and time (UTC) of the year the period ends in. */
         AchievementPeriodEndOverride: {
             month?: number;
@@ -2402,6 +2471,97 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    createLoyaltyCard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewLoyaltyCard"];
+            };
+        };
+        responses: {
+            /** @description Card */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyCard"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    getLoyaltyCard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The card's identifier. */
+                cardId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Card */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyCard"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateLoyaltyCard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                programID: number;
+                /** @description The card's identifier. */
+                cardId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateLoyaltyCard"];
+            };
+        };
+        responses: {
+            /** @description Card */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoyaltyCard"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
         };
     };

@@ -1,4 +1,4 @@
-import type { AchievementService, AudienceService, CatalogService, EventService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
+import type { AchievementService, AudienceService, CatalogService, EventService, LoyaltyService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
@@ -11,16 +11,23 @@ export interface IntegrationServices {
   audiences: AudienceService;
   catalogs: CatalogService;
   achievements: AchievementService;
+  loyalty: LoyaltyService;
 }
 
 
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
-  const { sessions, referrals, profiles, events, reservations, audiences, catalogs, achievements } = services;
+  const { sessions, referrals, profiles, events, reservations, audiences, catalogs, achievements, loyalty } = services;
+  /** IntegrationStateV2 `loyalty` (asked for by responseContent): the profile's programs as of the answer (issue 6, area J). */
+  const withLoyalty = async (out: unknown, app: { applicationId: number; accountId: number }, profileId: string | undefined): Promise<void> => {
+    const o = out as Record<string, unknown> | undefined;
+    if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, profileId ?? '');
+  };
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
       if (outcome.committed) state.set(outcome.committed);
+      await withLoyalty(outcome.state, call.app, (outcome.committed ?? state.get<SessionRecord>())?.profileId);
       // Legacy v1 (`PUT /v1/customer_sessions/...`) answers {session, profile, event}.
       return call.version === 'v1' ? toV1State(outcome.state) : outcome.state;
     },
@@ -28,6 +35,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     returnSession: async (call, state) => {
       const outcome = await sessions.returns(call, state.get<SessionRecord>());
       if (outcome.committed) state.set(outcome.committed);
+      await withLoyalty(outcome.state, call.app, (outcome.committed ?? state.get<SessionRecord>())?.profileId);
       return outcome.state;
     },
     reopenSession: async (call, state) => {
@@ -35,7 +43,11 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       if (outcome.committed) state.set(outcome.committed);
       return outcome.state;
     },
-    updateProfile: (call) => profiles.update(call),
+    updateProfile: async (call) => {
+      const out = await profiles.update(call);
+      await withLoyalty(out, call.app, call.integrationId);
+      return out;
+    },
     trackEvent: (call) => events.track(call),
     deleteCustomerData: async (call) => {
       await profiles.deleteCustomerData(call);
@@ -54,6 +66,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     syncCatalog: (call) => catalogs.sync(call),
     bestPriorPrice: async (call) => ({ data: await catalogs.bestPriorPrice(call) }),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    loyaltyBalances: (call) => loyalty.balances(call),
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     customerAchievements: (call) => achievements.list(call),
     customerAchievementHistory: (call) => achievements.history(call),

@@ -77,6 +77,15 @@ export interface CreateReferralCall {
   advocateProfileIntegrationId: string;
 }
 
+// Issue 6, area J: a profile's loyalty balances.
+export interface LoyaltyBalancesCall {
+  app: AppRef;
+  programId: number;
+  integrationId: string;
+  endDate?: string;
+  subledgerId?: string;
+}
+
 // Issue 6, area G: coupon reservations and the customer inventory.
 export interface CouponReservationCall {
   app: AppRef;
@@ -176,6 +185,7 @@ export interface PortCalls {
   syncCatalog: CatalogSyncCall;
   bestPriorPrice: BestPriorPriceCall;
   // ---- calls J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  loyaltyBalances: LoyaltyBalancesCall;
   // ---- calls K: achievements (issue 6; keep this marker) ----
   customerAchievements: CustomerAchievementsCall;
   customerAchievementHistory: CustomerAchievementHistoryCall;
@@ -207,6 +217,7 @@ export const PORT_OPERATIONS: readonly PortOperation[] = [
   'syncCatalog',
   'bestPriorPrice',
   // ---- operations J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+  'loyaltyBalances',
   // ---- operations K: achievements (issue 6; keep this marker) ----
   'customerAchievements',
   'customerAchievementHistory',
@@ -237,6 +248,8 @@ export const READ_OPERATIONS: ReadonlySet<PortOperation> = new Set([
   // Issue 6, area K.
   'customerAchievements',
   'customerAchievementHistory',
+  // Issue 6, area J.
+  'loyaltyBalances',
 ]);
 
 /**
@@ -279,6 +292,11 @@ export function actorKeyOf<O extends PortOperation>(operation: O, payload: PortC
       return `cat:${p.app.accountId}:${p.callId}`;
     }
     // ---- keys J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    // Balances read a profile's ledger: its actor, without queueing (READ_OPERATIONS).
+    case 'loyaltyBalances': {
+      const p = payload as LoyaltyBalancesCall;
+      return `p:${p.app.accountId}:${p.integrationId}`;
+    }
     // ---- keys K: achievements (issue 6; keep this marker) ----
     // Achievement reads read a profile: its actor, without queueing (READ_OPERATIONS).
     case 'customerAchievements':

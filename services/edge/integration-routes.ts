@@ -52,6 +52,16 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       return { status: 200, body: r.value.data, headers: served(r.servedBy) };
     },
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    getLoyaltyBalances: async ({ app, params, query }) => {
+      const r = await port.invoke('loyaltyBalances', {
+        app: app as AppRef,
+        programId: params.programID,
+        integrationId: params.integrationID,
+        ...(query.endDate !== undefined ? { endDate: query.endDate } : {}),
+        ...(query.subledgerId !== undefined ? { subledgerId: query.subledgerId } : {}),
+      });
+      return { status: 200, body: r.value, headers: served(r.servedBy) };
+    },
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     getCustomerAchievements: async ({ app, params, query }) => {
       const r = await port.invoke('customerAchievements', {

@@ -57,6 +57,9 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
     },
     getPriceHistory: async ({ principal, params, body }) => ok(await m.priceHistory(ctx, who(principal), params.applicationId, body)),
     // ---- handlers J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+    createLoyaltyCard: async ({ principal, params, body }) => created(await m.createLoyaltyCard(ctx, who(principal), params.programID, body)),
+    getLoyaltyCard: async ({ principal, params }) => ok(await m.getLoyaltyCard(ctx, who(principal), params.programID, params.cardId)),
+    updateLoyaltyCard: async ({ principal, params, body }) => ok(await m.updateLoyaltyCard(ctx, who(principal), params.programID, params.cardId, body)),
     // ---- handlers K: achievements (issue 6; keep this marker) ----
     createAchievement: async ({ principal, params, body }) =>
       created(await m.createAchievement(ctx, who(principal), params.applicationId, params.campaignId, body)),

@@ -5,7 +5,7 @@
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
-import { couponView, referralView, type Queryable } from '../store/index.js';
+import { addDuration, couponView, grantPoints, lockLedger, referralView, settleExpired, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
@@ -30,7 +30,12 @@ export type CounterEntry =
   /** A membership that addToAudience made (added) or removeFromAudience ended (not added). */
   | { t: 'audience'; campaignId: number; audienceId: number; profile: string; added: boolean }
   /** Progress that increaseAchievementProgress added to a run (issue 6, area K). */
-  | AchievementEntry;
+  | AchievementEntry
+  /**
+   * A loyalty transaction that addLoyaltyPoints (kind add: a grant) or deductLoyaltyPoints (kind
+   * deduct: a subtraction) wrote; `amount` is what of it is still committed.
+   */
+  | { t: 'loyalty'; campaignId: number; kind: 'add' | 'deduct'; programId: number; profileId: number; subledgerId: string; transactionId: number; amount: number };
 
 export const DISCOUNT_EFFECTS: ReadonlySet<string> = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
 /** Amounts that returns give back pro rata; counts (redemptions) stay. */
@@ -119,6 +124,7 @@ interface EffectsPlan {
   creations: Effect[];
   stats: CampaignStatsDelta[];
   audiences: Array<{ campaignId: number; audienceId: number; profile: string; add: boolean }>;
+  loyalty: Effect[];
 }
 
 /** What committing the effects writes, in the order it is written. */
@@ -167,7 +173,8 @@ function planEffects(c: EffectsCommit): EffectsPlan {
       add: e.effectType === 'addToAudience',
     }))
     .filter((a) => a.profile !== '' && Number.isSafeInteger(a.audienceId));
-  return { redemptions, referral, limits, profileAttributes, creations, stats, audiences };
+  const loyalty = c.effects.filter((e) => e.effectType === 'addLoyaltyPoints' || e.effectType === 'deductLoyaltyPoints');
+  return { redemptions, referral, limits, profileAttributes, creations, stats, audiences, loyalty };
 }
 
 /**
@@ -177,7 +184,7 @@ function planEffects(c: EffectsCommit): EffectsPlan {
  */
 export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[]; counters: CounterEntry[] } | undefined {
   const plan = planEffects(c);
-  const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length;
+  const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length + plan.loyalty.length;
   if (more > 0 || plan.referral) return undefined;
   if (c.profileId !== '' && c.effects.some((e) => e.effectType === 'increaseAchievementProgress')) return undefined;
   return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
@@ -257,6 +264,8 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
 
   // Achievement progress (issue 6, area K), each achievement under its profile row lock.
   counters.push(...(await commitAchievementProgress(tx, c.app.id, c.profileId, c.effects, c.now)));
+  // Loyalty points added and deducted (issue 6, area J), ledgers locked in a fixed order.
+  if (plan.loyalty.length > 0) counters.push(...(await commitLoyalty(tx, c, plan.loyalty)));
 
   // Created coupons and referrals become real.
   const createdCoupons: Array<Record<string, unknown>> = [];
@@ -395,6 +404,12 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         if (keep) remaining.push(k);
         else await rollbackAchievementProgress(tx, k);
         break;
+      case 'loyalty': {
+        const amount = back(k.amount);
+        if (amount > 0) await rollbackLoyalty(tx, k, amount);
+        if (keep && k.amount - amount > 0) remaining.push({ ...k, amount: addExact(k.amount, -amount) });
+        break;
+      }
       case 'stats': {
         // Created coupons stay: they exist now, whatever happens to the session that made them.
         const discount = back(k.discount);
@@ -441,4 +456,137 @@ export async function changeMembership(tx: Queryable, accountId: number | null, 
     [audienceId, accountId, profile],
   );
   return rows.length > 0;
+}
+
+// ---- loyalty (issue 6, area J) ----
+
+const pointsRound = (x: number): number => Math.round(x * 1e9) / 1e9;
+
+/**
+ * Writes the loyalty effects of one commit: each program must be one the Application subscribes
+ * to (effects of any other program are not applied); the recipient profile is created when
+ * missing. An addition without its own pendingDuration / expiryDuration takes the program's
+ * defaultPending / defaultValidity. A deduction needs the active balance at commit: when the
+ * evaluation saw enough points and they are gone now (a concurrent close spent them), the commit
+ * is retried with fresh facts; when the evaluation already saw too few, the deduction is not
+ * applied. Balances thus never go below zero.
+ */
+async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<CounterEntry[]> {
+  const programIds = [...new Set(effects.map((e) => Number(e.props.programId)))].filter((id) => Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647);
+  if (programIds.length === 0) return [];
+  const programs = new Map(
+    (
+      await tx.query<{ id: number; allow_subledger: boolean; default_pending: string; default_validity: string }>(
+        `SELECT p.id, p.allow_subledger, p.default_pending, p.default_validity FROM loyalty_programs p
+           JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
+          WHERE p.account_id = $2 AND p.id = ANY($3::int[])`,
+        [c.app.id, c.app.accountId, programIds],
+      )
+    ).map((r) => [Number(r.id), r]),
+  );
+  type Item = { e: Effect; key: LedgerKey; integrationId: string };
+  const items: Item[] = [];
+  const profileIds = new Map<string, number>();
+  for (const e of effects) {
+    const program = programs.get(Number(e.props.programId));
+    const subledgerId = typeof e.props.subLedgerId === 'string' ? e.props.subLedgerId : '';
+    if (!program || (subledgerId !== '' && !program.allow_subledger)) continue;
+    const recipient = e.effectType === 'addLoyaltyPoints' && typeof e.props.recipientIntegrationId === 'string' && e.props.recipientIntegrationId !== ''
+      ? e.props.recipientIntegrationId
+      : c.profileId;
+    if (recipient === '') continue;
+    let profileId = profileIds.get(recipient);
+    if (profileId === undefined) {
+      const [row] = await tx.query<{ id: number }>(
+        `INSERT INTO customer_profiles (account_id, integration_id, created, last_activity) VALUES ($1, $2, $3, $3)
+         ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = customer_profiles.last_activity RETURNING id`,
+        [c.app.accountId, recipient, c.now.toISOString()],
+      );
+      profileId = Number(row!.id);
+      profileIds.set(recipient, profileId);
+    }
+    items.push({ e, key: { programId: program.id, profileId, subledgerId }, integrationId: recipient });
+  }
+  // Lock every ledger first, in one order, so that concurrent commits cannot deadlock.
+  const keyOf = (k: LedgerKey) => `${String(k.programId).padStart(10, '0')}|${String(k.profileId).padStart(20, '0')}|${k.subledgerId}`;
+  const ledgers = new Map<string, Item>();
+  for (const i of items) if (!ledgers.has(keyOf(i.key))) ledgers.set(keyOf(i.key), i);
+  for (const k of [...ledgers.keys()].sort()) {
+    const i = ledgers.get(k)!;
+    await lockLedger(tx, i.key, { integrationId: i.integrationId, now: c.now, create: true });
+    await settleExpired(tx, i.key, c.now);
+  }
+  const seen = c.loaded.facts.loyalty ?? {};
+  const out: CounterEntry[] = [];
+  for (const { e, key } of items) {
+    const value = Number(e.props.value);
+    const name = typeof e.props.name === 'string' ? e.props.name : '';
+    if (e.effectType === 'addLoyaltyPoints') {
+      const program = programs.get(key.programId)!;
+      const stated = new Date(String(e.props.startDate));
+      const pendingGiven = Number.isFinite(stated.getTime()) && stated.getTime() > c.now.getTime();
+      const startDate = pendingGiven ? stated : program.default_pending === 'immediate' ? c.now : addDuration(c.now, program.default_pending, '/defaultPending');
+      const expiryDate =
+        e.props.expiryDate !== 'unlimited' && e.props.expiryDate !== undefined
+          ? new Date(String(e.props.expiryDate))
+          : program.default_validity === 'unlimited'
+            ? null
+            : addDuration(startDate, program.default_validity, '/defaultValidity');
+      const id = await grantPoints(tx, key, { points: value, name, startDate, expiryDate, customerSessionId: c.sessionId, now: c.now });
+      out.push({ t: 'loyalty', campaignId: e.campaignId, kind: 'add', programId: key.programId, profileId: key.profileId, subledgerId: key.subledgerId, transactionId: id, amount: value });
+    } else {
+      const facts = seen[String(key.programId)];
+      const before = key.subledgerId === '' ? (facts?.balance ?? 0) : (facts?.subledgers?.[key.subledgerId] ?? 0);
+      if (before < value) continue; // the evaluation saw too few points: not applied
+      const id = await spendPoints(tx, key, { points: value, name, customerSessionId: c.sessionId, now: c.now });
+      if (id === null) throw new CommitRaceError(`loyalty balance of program ${key.programId}`);
+      out.push({ t: 'loyalty', campaignId: e.campaignId, kind: 'deduct', programId: key.programId, profileId: key.profileId, subledgerId: key.subledgerId, transactionId: id, amount: value });
+    }
+  }
+  return out;
+}
+
+/**
+ * Gives back `amount` of a committed loyalty transaction, on its locked ledger. An addition: what
+ * is left of the grant (up to `amount`) is taken back by a `subtraction` named rollback (points
+ * already spent stay spent). A deduction: the points go back to the grants they came from (latest
+ * expiry first), and the subtraction shrinks or disappears.
+ */
+async function rollbackLoyalty(tx: Queryable, k: Extract<CounterEntry, { t: 'loyalty' }>, amount: number): Promise<void> {
+  const key: LedgerKey = { programId: k.programId, profileId: k.profileId, subledgerId: k.subledgerId };
+  const now = new Date();
+  if (!(await lockLedger(tx, key, { integrationId: '', now, create: false }))) return;
+  if (k.kind === 'add') {
+    const [g] = await tx.query<{ remaining: string }>(`SELECT remaining::text AS remaining FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);
+    const take = pointsRound(Math.min(amount, Number(g?.remaining ?? 0)));
+    if (take <= 0) return;
+    const [t] = await tx.query<{ id: number }>(
+      `INSERT INTO loyalty_transactions (program_id, profile_id, subledger_id, type, amount, start_date, name, customer_session_id, created)
+       SELECT program_id, profile_id, subledger_id, 'subtraction', $2::numeric, $3, 'rollback', customer_session_id, $3 FROM loyalty_transactions WHERE id = $1
+       RETURNING id`,
+      [k.transactionId, String(take), now.toISOString()],
+    );
+    await tx.query(`UPDATE loyalty_transactions SET remaining = remaining - $2::numeric WHERE id = $1`, [k.transactionId, String(take)]);
+    await tx.query(`INSERT INTO loyalty_consumptions (transaction_id, grant_id, amount) VALUES ($1, $2, $3::numeric)`, [t!.id, k.transactionId, String(take)]);
+    return;
+  }
+  const parts = await tx.query<{ grant_id: number; amount: string }>(
+    `SELECT c.grant_id, c.amount::text AS amount FROM loyalty_consumptions c JOIN loyalty_transactions g ON g.id = c.grant_id
+      WHERE c.transaction_id = $1 ORDER BY g.expiry_date DESC NULLS FIRST, g.id DESC`,
+    [k.transactionId],
+  );
+  let left = amount;
+  for (const p of parts) {
+    if (left <= 0) break;
+    const give = pointsRound(Math.min(left, Number(p.amount)));
+    left = pointsRound(left - give);
+    await tx.query(`UPDATE loyalty_transactions SET remaining = remaining + $2::numeric WHERE id = $1`, [p.grant_id, String(give)]);
+    if (give >= Number(p.amount)) await tx.query(`DELETE FROM loyalty_consumptions WHERE transaction_id = $1 AND grant_id = $2`, [k.transactionId, p.grant_id]);
+    else await tx.query(`UPDATE loyalty_consumptions SET amount = amount - $3::numeric WHERE transaction_id = $1 AND grant_id = $2`, [k.transactionId, p.grant_id, String(give)]);
+  }
+  const [rest] = await tx.query<{ amount: string }>(`UPDATE loyalty_transactions SET amount = amount - $2::numeric WHERE id = $1 AND amount > $2::numeric RETURNING amount::text AS amount`, [
+    k.transactionId,
+    String(amount),
+  ]);
+  if (!rest) await tx.query(`DELETE FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);
 }

@@ -140,7 +140,7 @@ export class CampaignEvaluation {
         ...(c.referralSettings ? { referralSettings: c.referralSettings } : {}),
       })),
       session: sessionRoot(s),
-      profile: profileRoot(req.profile, s.profileId),
+      profile: { ...profileRoot(req.profile, s.profileId), ...(loaded.profileLoyalty ? { Loyalty: loaded.profileLoyalty } : {}) },
       event: { Type: req.event.type, Attributes: req.event.attributes },
       now: req.now.toISOString(),
       facts: loaded.facts,
@@ -162,6 +162,13 @@ function discountOwn(loaded: LoadedFacts, own: readonly CounterEntry[]): void {
     } else if (k.t === 'referral' && facts.referral?.id === k.id) {
       facts.referral.usageCounter = Math.max(0, facts.referral.usageCounter - 1);
       delete facts.referral.alreadyReferred;
+    } else if (k.t === 'loyalty' && k.kind === 'deduct') {
+      // Its own deduction counts as still available to the session that made it.
+      const entry = facts.loyalty?.[String(k.programId)];
+      if (entry) {
+        if (k.subledgerId === '') entry.balance += k.amount;
+        else if (entry.subledgers) entry.subledgers[k.subledgerId] = (entry.subledgers[k.subledgerId] ?? 0) + k.amount;
+      }
     } else if (k.t === 'limit') {
       loaded.limitKeys.forEach((key, i) => {
         const fact = facts.limits?.[i];

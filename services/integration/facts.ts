@@ -2,7 +2,7 @@
 // coupons and referral that the session names, and what is left of each limit in play for this
 // session's period and entities. Loaded in as few round trips as the session needs.
 import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../engine/index.js';
-import { normalizeCode, type Queryable } from '../store/index.js';
+import { normalizeCode, tierOf, type Queryable, type Tier } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
 import { isHardReserved } from './reservations.js';
 import { loadAchievementFacts, usesAchievements } from './achievements.js';
@@ -25,6 +25,8 @@ export interface LoadedFacts {
   /** Coupon ids by stored value. */
   couponIds: Map<string, number>;
   limitKeys: LimitKey[];
+  /** Profile.Loyalty of the rules: program name → {Balance, PendingBalance, Tier}. */
+  profileLoyalty?: Record<string, { Balance: number; PendingBalance: number; Tier: string }>;
 }
 
 const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : String(v));
@@ -137,6 +139,12 @@ export async function loadFacts(
   if (campaigns.some(usesAchievements)) {
     facts.achievements = await loadAchievementFacts(db, app.id, campaigns.map((c) => c.id), session.profileId, now);
   }
+  let profileLoyalty: LoadedFacts['profileLoyalty'];
+  if (session.profileId !== '' && campaigns.some(usesLoyalty)) {
+    const loyalty = await loyaltyFacts(db, app, session.profileId, now);
+    facts.loyalty = loyalty.facts;
+    profileLoyalty = loyalty.profile;
+  }
   const limitKeys = limitKeysOf(app, campaigns, couponRows, session, now);
   if (limitKeys.length > 0) {
     const counters = await db.query<{ campaign_id: number; coupon_id: number; action: string; period: string; entity: string; counter: string }>(
@@ -157,7 +165,7 @@ export async function loadFacts(
       }),
     );
   }
-  return { facts, couponIds, limitKeys };
+  return { facts, couponIds, limitKeys, ...(profileLoyalty ? { profileLoyalty } : {}) };
 }
 
 export function referralFactOf(r: Record<string, unknown>): ReferralFact {
@@ -252,4 +260,53 @@ export function audienceIdsOf(c: CampaignSnapshot): number[] {
   const out = [...ids];
   audienceIdCache.set(c, out);
   return out;
+}
+
+const loyaltyUseCache = new WeakMap<CampaignSnapshot, boolean>();
+
+/** The campaign's rules read or change loyalty balances (cached per snapshot). */
+function usesLoyalty(c: CampaignSnapshot): boolean {
+  let uses = loyaltyUseCache.get(c);
+  if (uses === undefined) {
+    uses = /"(loyaltyBalance|deductLoyaltyPoints|Loyalty)"/.test(JSON.stringify(c.ruleset ?? null));
+    loyaltyUseCache.set(c, uses);
+  }
+  return uses;
+}
+
+/**
+ * The profile's balances in the programs the Application subscribes to, as of `now`: the active
+ * balance per program id (and subledger) for loyaltyBalance, and Profile.Loyalty by program name.
+ */
+export async function loyaltyFacts(
+  db: Queryable,
+  app: Pick<ApplicationSettings, 'id' | 'accountId'>,
+  profileIntegrationId: string,
+  now: Date,
+): Promise<{ facts: NonNullable<EvaluationFacts['loyalty']>; profile: NonNullable<LoadedFacts['profileLoyalty']> }> {
+  const rows = await db.query<{ id: number; name: string; tiers: Tier[]; subledger_id: string | null; active: string | null; pending: string | null }>(
+    `SELECT p.id, p.name, p.tiers, t.subledger_id,
+            sum(t.remaining) FILTER (WHERE t.start_date <= $4 AND (t.expiry_date IS NULL OR t.expiry_date > $4))::text AS active,
+            sum(t.remaining) FILTER (WHERE t.start_date > $4)::text AS pending
+       FROM loyalty_programs p
+       JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
+       LEFT JOIN customer_profiles cp ON cp.account_id = $2 AND cp.integration_id = $3
+       LEFT JOIN loyalty_transactions t ON t.program_id = p.id AND t.profile_id = cp.id AND t.type = 'addition' AND t.remaining > 0
+      WHERE p.account_id = $2
+      GROUP BY p.id, p.name, p.tiers, t.subledger_id`,
+    [app.id, app.accountId, profileIntegrationId, now.toISOString()],
+  );
+  const facts: NonNullable<EvaluationFacts['loyalty']> = {};
+  const profile: NonNullable<LoadedFacts['profileLoyalty']> = {};
+  for (const r of rows) {
+    const id = String(r.id);
+    const entry = (facts[id] ??= { balance: 0 });
+    const active = Number(r.active ?? 0);
+    if (r.subledger_id === null || r.subledger_id === '') {
+      entry.balance = active;
+      profile[r.name] = { Balance: active, PendingBalance: Number(r.pending ?? 0), Tier: tierOf(r.tiers ?? [], active).tier?.name ?? '' };
+    } else (entry.subledgers ??= {})[r.subledger_id] = active;
+    profile[r.name] ??= { Balance: 0, PendingBalance: 0, Tier: tierOf(r.tiers ?? [], 0).tier?.name ?? '' };
+  }
+  return { facts, profile };
 }

@@ -14,6 +14,7 @@ export * from './attributes.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 export * from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
+export { createLoyaltyCard, getLoyaltyCard, updateLoyaltyCard, type NewLoyaltyCardBody, type UpdateLoyaltyCardBody } from './loyalty-cards.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
 export * from './achievements.js';
 // ---- exports A: applications, campaigns, rulesets (issue 5; keep this marker) ----
