@@ -349,7 +349,9 @@ export class SessionService extends IntegrationService {
       return { state, committed: committed.session };
     };
     const done = await ((effectsCommit && !statsOnly) || scope ? this.db.transaction(write) : write(undefined));
-    if (payload.cartItems !== undefined) await recordCartPrices(this.db, app.accountId, app.applicationId, session, nowIso);
+    // Cart prices are price records of Applications that price from catalogs (best prior price
+    // and strikethrough pricing are about catalog items); others record none.
+    if (payload.cartItems !== undefined && snapshotBefore.hasCatalogs) await recordCartPrices(this.db, app.accountId, app.applicationId, session, nowIso);
     return done;
   }
 

@@ -360,6 +360,11 @@ describe('catalogs', () => {
     // The sibling's own cart prices are its records, not the shop's.
     const bp = unwrap(await best(sibling.integration, { skus: ['shirt'], timeframeEndDate: new Date(Date.now() + 60_000).toISOString(), timeframe: '1', strictEndDate: true }));
     expect(bp.map((r) => [r.price, r.contextId])).toEqual([[50, 'session:cat-session-2']]);
+    // An Application that subscribes to no catalog records no cart prices.
+    const plain = await setupShop(t.url, t.admin, { application: { name: 'No catalogs' } });
+    unwrap(await update(plain.integration, 'cat-session-3', items));
+    const [{ n: plainRecords }] = (await t.node.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM price_records WHERE application_id = $1`, [plain.applicationId])) as [{ n: number }];
+    expect(plainRecords).toBe(0);
   });
 });
 
