@@ -267,6 +267,9 @@ function errorMiddleware(logger: Logger) {
       ]);
     } else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
       e = badRequest('Malformed request body', '', 'MalformedJSON');
+    } else if (err instanceof URIError) {
+      // The router could not percent-decode a path parameter (e.g. %ED%A0%80, a lone surrogate): the client's path.
+      e = badRequest('A path parameter is not valid percent-encoded UTF-8', '/path');
     } else {
       e = toAppError(err);
     }
