@@ -34,11 +34,19 @@ const EMPTY: Balances = { activePoints: 0, pendingPoints: 0, spentPoints: 0, exp
 /**
  * Balances per (program, subledger) of one profile as of `at`, for the given programs. Spent is
  * every subtraction until `at`; expired the `expire` transactions plus what is left of grants
- * past their expiry (not settled yet).
+ * past their expiry (not settled yet). With `historic` (a past `at`, the balances' `endDate`)
+ * transactions created after `at` do not count: grants made later are left out, and what later
+ * subtractions and expiries took from a grant is given back to its remaining points.
  */
-export async function balancesOf(db: Queryable, programIds: readonly number[], profileId: number, at: Date): Promise<Map<number, Map<string, Balances>>> {
+export async function balancesOf(db: Queryable, programIds: readonly number[], profileId: number, at: Date, historic = false): Promise<Map<number, Map<string, Balances>>> {
   const out = new Map<number, Map<string, Balances>>();
   if (programIds.length === 0) return out;
+  const source = historic
+    ? `(SELECT t.program_id, t.profile_id, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
+               CASE WHEN t.type = 'addition' THEN t.remaining + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c
+                   JOIN loyalty_transactions x ON x.id = c.transaction_id WHERE c.grant_id = t.id AND x.created > $3), 0) END AS remaining
+          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.profile_id = $2 AND t.created <= $3) AS loyalty_transactions`
+    : 'loyalty_transactions';
   const rows = await db.query<{ program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string }>(
     `SELECT program_id, subledger_id,
             COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date <= $3 AND (expiry_date IS NULL OR expiry_date > $3)), 0)::text AS active,
@@ -46,7 +54,7 @@ export async function balancesOf(db: Queryable, programIds: readonly number[], p
             COALESCE(SUM(amount) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS spent,
             (COALESCE(SUM(amount) FILTER (WHERE type = 'expire' AND created <= $3), 0)
               + COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND expiry_date <= $3), 0))::text AS expired
-       FROM loyalty_transactions WHERE program_id = ANY($1::int[]) AND profile_id = $2
+       FROM ${source} WHERE program_id = ANY($1::int[]) AND profile_id = $2
       GROUP BY program_id, subledger_id`,
     [programIds, profileId, at.toISOString()],
   );
@@ -113,7 +121,7 @@ export class LoyaltyService {
     if (!program) throw notFound('Loyalty program', '/programID');
     const profileId = await this.profileId(call.app, call.integrationId);
     if (profileId === undefined) throw notFound('Customer profile', '/integrationID');
-    const ledgers = (await balancesOf(this.db, [program.id], profileId, at)).get(program.id) ?? new Map<string, Balances>();
+    const ledgers = (await balancesOf(this.db, [program.id], profileId, at, call.endDate !== undefined)).get(program.id) ?? new Map<string, Balances>();
     const main = ledgers.get('') ?? EMPTY;
     const t = tierOf(program.tiers ?? [], main.activePoints);
     const balance = {

@@ -1,16 +1,17 @@
 // Review of the issue 6 endpoints (access and input): regressions for defects found in review r3.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
-import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { setupShop, startTestNode, TestClock, type ShopSetup, type TestNode } from '../helpers/node.js';
 
 type ErrorBody = { message: string; StatusCode: number; errors: Array<{ title: string; source?: { pointer?: string } }> };
 
 describe('review of issue 6 endpoints (r3)', () => {
   let t: TestNode;
   let shop: ShopSetup;
+  const clock = new TestClock();
 
   beforeAll(async () => {
-    t = await startTestNode('pglite');
+    t = await startTestNode('pglite', { clock });
     shop = await setupShop(t.url, t.admin);
   }, 60_000);
   afterAll(async () => {
@@ -36,5 +37,35 @@ describe('review of issue 6 endpoints (r3)', () => {
     }
     // The same route with a well-formed parameter still answers.
     expect((await raw('GET', '/v1/customer_profiles/pe/inventory?profile=true')).status).toBe(200);
+  });
+
+  it('loyalty balances at a past endDate leave out later grants and give back what later deductions took', async () => {
+    const program = unwrap(
+      await t.admin.POST('/v1/loyalty_programs', { body: { name: `hist${Date.now()}`, title: 'History', subscribedApplications: [shop.applicationId] } as never }),
+    );
+    const path = { programID: program.id, integrationID: 'hist-ann' };
+    const add = (points: number) => t.admin.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/add_points', { params: { path }, body: { points } as never });
+    const deduct = (points: number) => t.admin.PUT('/v1/loyalty_programs/{programID}/profile/{integrationID}/deduct_points', { params: { path }, body: { points } as never });
+    const balances = async (endDate?: string) =>
+      unwrap(await shop.integration.GET('/v1/loyalty_programs/{programID}/profile/{integrationID}/balances', { params: { path, query: endDate ? { endDate } : {} } }));
+
+    expect((await raw('PUT', '/v2/customer_profiles/hist-ann', { attributes: {} })).status).toBe(200);
+    expect((await add(100)).response.status).toBe(200);
+    clock.advance(3600_000);
+    const afterFirstGrant = clock.now().toISOString();
+    clock.advance(3600_000);
+    expect((await deduct(30)).response.status).toBe(200);
+    clock.advance(3600_000);
+    const afterDeduction = clock.now().toISOString();
+    clock.advance(3600_000);
+    expect((await add(50)).response.status).toBe(200);
+    clock.advance(3600_000);
+
+    expect((await balances()).balance).toMatchObject({ activePoints: 120, pendingPoints: 0, spentPoints: 30, expiredPoints: 0 });
+    // Before the deduction: the first grant whole, nothing spent, the later grant not there at all.
+    expect((await balances(afterFirstGrant)).balance).toMatchObject({ activePoints: 100, pendingPoints: 0, spentPoints: 0, expiredPoints: 0 });
+    expect((await balances(afterDeduction)).balance).toMatchObject({ activePoints: 70, pendingPoints: 0, spentPoints: 30, expiredPoints: 0 });
+    // Before anything: no points at all (not the later grants as pending).
+    expect((await balances('2000-01-01T00:00:00Z')).balance).toMatchObject({ activePoints: 0, pendingPoints: 0, spentPoints: 0, expiredPoints: 0 });
   });
 });
