@@ -151,7 +151,14 @@ export function withTotals(s: SessionRecord): SessionRecord {
   }
   for (const cost of Object.values(s.additionalCosts)) itemCosts.push([cost.price, 1]);
   const additionalCostTotal = sumProducts(itemCosts);
-  return { ...s, cartItemTotal, additionalCostTotal, total: addExact(cartItemTotal, additionalCostTotal) };
+  // Prices and quantities within their limits can still add up past what a number holds (a sent
+  // price or a catalog price near 1e308): that is the client's cart, a 400, not an Infinity.
+  const tooLarge = (pointer: string) => badRequest('The cart adds up to an amount too large to compute', pointer);
+  if (!Number.isFinite(cartItemTotal)) throw tooLarge('/customerSession/cartItems');
+  if (!Number.isFinite(additionalCostTotal)) throw tooLarge('/customerSession/additionalCosts');
+  const total = addExact(cartItemTotal, additionalCostTotal);
+  if (!Number.isFinite(total)) throw tooLarge('/customerSession/cartItems');
+  return { ...s, cartItemTotal, additionalCostTotal, total };
 }
 
 /** The session as the v2 API shows it. */

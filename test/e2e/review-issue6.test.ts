@@ -68,4 +68,29 @@ describe('review of issue 6 endpoints (r3)', () => {
     // Before anything: no points at all (not the later grants as pending).
     expect((await balances('2000-01-01T00:00:00Z')).balance).toMatchObject({ activePoints: 0, pendingPoints: 0, spentPoints: 0, expiredPoints: 0 });
   });
+
+  it('a cart priced from a catalog past what a number holds is a 400 on the cart, not a 500', async () => {
+    const catalog = unwrap(await t.admin.POST('/v1/catalogs', { body: { name: 'huge prices', subscribedApplicationsIds: [shop.applicationId] } as never }));
+    const synced = await shop.integration.PUT('/v1/catalogs/{catalogId}/sync', {
+      params: { path: { catalogId: catalog.id } },
+      body: { version: 1, actions: [{ type: 'ADD', payload: { sku: 'huge', price: 1e308 } }] } as never,
+    });
+    expect(synced.response.status).toBe(200);
+    const put = (id: string, cartItems: unknown[]) => raw('PUT', `/v2/customer_sessions/${id}`, { customerSession: { profileId: 'huge-buyer', cartItems } });
+    for (const [id, items] of [
+      ['huge-catalog', [{ sku: 'huge', quantity: 2, price: 1 }]],
+      ['huge-sent', [{ sku: 'plain', quantity: 2, price: 1e308 }]],
+      ['huge-both', [{ sku: 'huge', quantity: 1, price: 1 }, { sku: 'plain', quantity: 1, price: 1e308 }]],
+    ] as const) {
+      const r = await put(id, [...items]);
+      expect(r.status, id).toBe(400);
+      expect(r.body.StatusCode).toBe(400);
+      expect(r.body.errors[0]!.source?.pointer).toBe('/customerSession/cartItems');
+    }
+    // One unit at the catalog price still fits, and the catalog's price is the one used.
+    const one = await put('huge-one', [{ sku: 'huge', quantity: 1, price: 1 }]);
+    expect(one.status).toBe(200);
+    const session = unwrap(await shop.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'huge-one' } } }));
+    expect(session.customerSession.total).toBe(1e308);
+  });
 });
