@@ -332,7 +332,12 @@ export async function recordCartPrices(db: Queryable, accountId: number, applica
   // Another node may record the same price once more, which changes no best prior price.
   let recent = recentPrices.get(db);
   if (!recent) recentPrices.set(db, (recent = new Map()));
-  for (const item of session.cartItems) if (recent.get(`${applicationId}|${item.sku}`) !== item.price) bySku.set(item.sku, item.price);
+  // A SKU longer than a B-tree index row holds (2704 bytes; no catalog item has one) cannot be a
+  // price record: recording it would fail this already committed update with a 500.
+  for (const item of session.cartItems) {
+    if (Buffer.byteLength(item.sku, 'utf8') > MAX_RECORDED_SKU_BYTES) continue;
+    if (recent.get(`${applicationId}|${item.sku}`) !== item.price) bySku.set(item.sku, item.price);
+  }
   if (bySku.size === 0) return;
   await db.query(
     `INSERT INTO price_records (account_id, application_id, sku, price, observed_at, context_id)
@@ -351,3 +356,5 @@ export async function recordCartPrices(db: Queryable, accountId: number, applica
 /** Per database: `<applicationId>|<sku>` → the latest price recorded for it, as far as this node knows. */
 const recentPrices = new WeakMap<Queryable, Map<string, number>>();
 const RECENT_PRICES_MAX = 100_000;
+/** Longest SKU (UTF-8 bytes) a price record is kept for: well inside the index row limit with the other key columns. */
+const MAX_RECORDED_SKU_BYTES = 2000;

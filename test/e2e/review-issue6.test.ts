@@ -114,4 +114,23 @@ describe('review of issue 6 endpoints (r3)', () => {
     expect(ok.status).toBe(200);
     expect((await raw('POST', '/v2/customer_audiences', { data: [{ profileIntegrationId: 'p'.repeat(1000), audienceId: target.id, action: 'add' }] })).status).toBe(204);
   });
+
+  it('a session with a SKU too long to index, in an Application priced from a catalog, is stored and answered (no 500 after the commit)', async () => {
+    // `shop` subscribes to catalogs (tests above): its cart prices become price records.
+    // Incompressible (an index compresses a repeated letter below its limit).
+    const sku = Array.from({ length: 5000 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+    const r = await raw('PUT', '/v2/customer_sessions/long-sku', { customerSession: { profileId: 'long-sku-buyer', cartItems: [{ sku, quantity: 1, price: 7 }, { sku: 'short-sku', quantity: 1, price: 3 }] } });
+    expect(r.status).toBe(200);
+    const session = unwrap(await shop.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'long-sku' } } }));
+    expect(session.customerSession.cartItems.map((i) => i.sku)).toEqual([sku, 'short-sku']);
+    expect(session.customerSession.total).toBe(10);
+    // The SKU that fits is still recorded.
+    const history = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/price_history', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { sku: 'short-sku', startDate: '2000-01-01T00:00:00Z', endDate: '2100-01-01T00:00:00Z' },
+      }),
+    );
+    expect(history.history.map((h) => h.price)).toEqual([3]);
+  });
 });
