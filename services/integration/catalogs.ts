@@ -112,6 +112,8 @@ export class CatalogService {
       }
       if (type === 'ADD' || type === 'PATCH' || type === 'REMOVE') {
         if (typeof sku !== 'string' || sku === '') throw badRequest('`sku` is required', `/actions/${i}/payload/sku`);
+        // The (catalog, sku) key must fit a B-tree index row: 1000 characters of 3-byte text do not.
+        if (Buffer.byteLength(sku, 'utf8') > MAX_RECORDED_SKU_BYTES) throw badRequest(`\`sku\` takes at most ${MAX_RECORDED_SKU_BYTES} bytes of UTF-8`, `/actions/${i}/payload/sku`);
         if (skus.has(sku)) throw badRequest(`SKU ${JSON.stringify(sku)} appears twice in this request (actions ${skus.get(sku)} and ${i})`, `/actions/${i}/payload/sku`);
         skus.set(sku, i);
       }

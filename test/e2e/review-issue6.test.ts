@@ -109,6 +109,10 @@ describe('review of issue 6 endpoints (r3)', () => {
     const sync = await raw('PUT', `/v1/catalogs/${catalog.id}/sync`, { version: 1, actions: [{ type: 'ADD', payload: { sku: long, price: 1 } }] });
     expect(sync.status).toBe(400);
     expect(sync.body.errors[0]!.source?.pointer).toBe('/actions/0/payload/sku');
+    // 1000 three-byte characters pass the schema but not the index: a 400 too.
+    const wide = await raw('PUT', `/v1/catalogs/${catalog.id}/sync`, { version: 1, actions: [{ type: 'ADD', payload: { sku: long.slice(0, 1000), price: 1 } }] });
+    expect(wide.status).toBe(400);
+    expect(wide.body.errors[0]!.source?.pointer).toBe('/actions/0/payload/sku');
     // 1000 characters still fit (single-byte ones: see the review report on multi-byte keys).
     const ok = await raw('PUT', `/v1/catalogs/${catalog.id}/sync`, { version: 1, actions: [{ type: 'ADD', payload: { sku: 's'.repeat(1000), price: 1 } }] });
     expect(ok.status).toBe(200);
