@@ -101,6 +101,10 @@ describe('review of issue 6 endpoints (r3)', () => {
     const audience = await raw('POST', '/v2/audiences', { name: 'long', integration: long, integrationId: 'i-long' });
     expect(audience.status).toBe(400);
     expect(audience.body.errors[0]!.source?.pointer).toBe('/integration');
+    const wideAudience = await raw('POST', '/v2/audiences', { name: 'wide', integration: long.slice(0, 1000), integrationId: long.slice(1000, 2000) });
+    expect(wideAudience.status).toBe(400);
+    expect(wideAudience.body.errors[0]!.source?.pointer).toBe('/integrationId');
+    expect((await raw('POST', '/v2/audiences', { name: 'fits', integration: 'x'.repeat(1000), integrationId: 'y'.repeat(1000) })).status).toBe(201);
     const target = unwrap(await shop.integration.POST('/v2/audiences', { body: { name: 'target' } }));
     const members = await raw('POST', '/v2/customer_audiences', { data: [{ profileIntegrationId: long, audienceId: target.id, action: 'add' }] });
     expect(members.status).toBe(400);
