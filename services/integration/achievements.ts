@@ -15,15 +15,12 @@
 //   and events), under the row lock of achievement_profiles (so parallel closes of one profile
 //   add up exactly). A cancel or reopen gives the progress back, except from a completed run when
 //   `allowRollbackAfterCompletion` is false.
+import type { AppRef, CustomerAchievementHistoryCall, CustomerAchievementsCall } from '../actors/port.js';
 import type { Effect } from '../engine/index.js';
 import { badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { loadProfile } from './repository.js';
 
-export interface AchievementAppKey {
-  applicationId: number;
-  accountId: number;
-}
 
 // Dates come as Date objects, or as Postgres text when read through to_jsonb: both become ISO 8601 UTC.
 const iso = (v: unknown): string | undefined => (v == null ? undefined : v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
@@ -237,27 +234,7 @@ export async function rollbackAchievementProgress(tx: Queryable, entry: Achievem
   );
 }
 
-export interface CustomerAchievementsCall {
-  app: AchievementAppKey;
-  integrationId: string;
-  campaignIds?: string | undefined;
-  achievementIds?: string | undefined;
-  achievementStatus?: string | undefined;
-  currentProgressStatus?: string | undefined;
-  pageSize?: number | undefined;
-  skip?: number | undefined;
-}
 
-export interface AchievementHistoryCall {
-  app: AchievementAppKey;
-  integrationId: string;
-  achievementId: number;
-  progressStatus?: string | undefined;
-  startDate?: string | undefined;
-  endDate?: string | undefined;
-  pageSize?: number | undefined;
-  skip?: number | undefined;
-}
 
 function idList(v: string | undefined, pointer: string): number[] | undefined {
   if (v === undefined) return undefined;
@@ -315,7 +292,7 @@ export class AchievementService {
     private readonly clock: Clock,
   ) {}
 
-  private async requireProfile(app: AchievementAppKey, integrationId: string): Promise<void> {
+  private async requireProfile(app: AppRef, integrationId: string): Promise<void> {
     if (typeof integrationId !== 'string' || integrationId === '' || integrationId.length > 1000 || integrationId.includes('\u0000')) {
       throw badRequest('integrationId must be a non-empty string', '/path/integrationId');
     }
@@ -358,7 +335,7 @@ export class AchievementService {
   }
 
   /** GET /v1/customer_profiles/{integrationId}/achievements/{achievementId}: the profile's runs, newest first. */
-  async history(call: AchievementHistoryCall): Promise<Record<string, unknown>> {
+  async history(call: CustomerAchievementHistoryCall): Promise<Record<string, unknown>> {
     if (!Number.isSafeInteger(call.achievementId) || call.achievementId < 1 || call.achievementId > 2_147_483_647) {
       throw badRequest('achievementId must be a positive integer', '/path/achievementId');
     }

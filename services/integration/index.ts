@@ -14,12 +14,12 @@ export { SnapshotCache, candidateCampaigns, type AppSnapshot, type ApplicationSe
 export { type SessionRecord, type CartItem, SessionState, sessionView } from './session-model.js';
 export { type ProfileRecord, type EventRecord } from './repository.js';
 // ---- exports G: coupon reservations and customer inventory (issue 6; keep this marker) ----
-export { ReservationService, MAX_RESERVATION_IDS, type InventoryCall, type ReservationCall, type ReservationHoldersCall } from './reservations.js';
+export { ReservationService, MAX_RESERVATION_IDS } from './reservations.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 export { CatalogService, filtersSql, priceFromCatalogs, priceRecordJson } from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
-export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyBalancesCall } from './loyalty.js';
+export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances } from './loyalty.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
-export { AchievementService, type CustomerAchievementsCall, type AchievementHistoryCall } from './achievements.js';
+export { AchievementService } from './achievements.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
 export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';

@@ -2,23 +2,11 @@
 // time (the balances endpoint), and the `loyalty` part of the v2 integration state. Balances are
 // computed from the grants' remaining amounts (see services/store/loyalty-ledger.ts): pending
 // points become active and points expire at their dates without any write.
+import type { AppRef, LoyaltyBalancesCall } from '../actors/port.js';
 import { badRequest, notFound, type Clock } from '../shared/index.js';
 import { lockLedger, settleExpired, tierOf, type Db, type Queryable, type Tier } from '../store/index.js';
 
-export interface LoyaltyAppKey {
-  applicationId: number;
-  accountId: number;
-}
 
-export interface LoyaltyBalancesCall {
-  app: LoyaltyAppKey;
-  programId: number;
-  integrationId: string;
-  /** Balances as of this time (default now). */
-  endDate?: string;
-  /** Only this subledger ('' the main ledger); all of them when absent. */
-  subledgerId?: string;
-}
 
 export interface Balances {
   activePoints: number;
@@ -97,7 +85,7 @@ export class LoyaltyService {
     private readonly clock: Clock,
   ) {}
 
-  private async profileId(app: LoyaltyAppKey, integrationId: string): Promise<number | undefined> {
+  private async profileId(app: AppRef, integrationId: string): Promise<number | undefined> {
     const [row] = await this.db.query<{ id: number }>(`SELECT id FROM customer_profiles WHERE account_id = $1 AND integration_id = $2`, [app.accountId, integrationId]);
     return row ? Number(row.id) : undefined;
   }
@@ -136,7 +124,7 @@ export class LoyaltyService {
   }
 
   /** IntegrationStateV2 `loyalty`: the profile's programs of this Application by name (cards: none yet). */
-  async state(app: LoyaltyAppKey, integrationId: string): Promise<{ cards: unknown[]; programs: Record<string, unknown> }> {
+  async state(app: AppRef, integrationId: string): Promise<{ cards: unknown[]; programs: Record<string, unknown> }> {
     const programs: Record<string, unknown> = {};
     if (integrationId === '') return { cards: [], programs };
     const profileId = await this.profileId(app, integrationId);
@@ -166,7 +154,7 @@ export class LoyaltyService {
   }
 
   /** The cards the profile shares, in programs of this Application (their ledgers: not built yet). */
-  private async cards(app: LoyaltyAppKey, profileId: number): Promise<unknown[]> {
+  private async cards(app: AppRef, profileId: number): Promise<unknown[]> {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT c.id, c.created, c.modified, c.identifier, c.status, c.block_reason, p.id AS program_id, p.name, p.title, p.users_per_card_limit,
               (SELECT jsonb_agg(jsonb_build_object('integrationId', cp.integration_id, 'timestamp', x.created) ORDER BY x.created, cp.integration_id)

@@ -14,37 +14,16 @@
 //   per coupon would refuse a fourth parallel request with 409 instead of letting it wait.
 // - Hard (`isReservationMandatory`, or the v1 `reservation` = false) versus soft is a property of
 //   the coupon; facts.ts marks a hard-reserved coupon that the session's profile does not hold.
+import type { AppRef, CouponReservationCall, CouponReservationHoldersCall, CustomerInventoryCall } from '../actors/port.js';
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { couponView, normalizeCode, referralView } from '../store/index.js';
 import { loadProfile, profileView, toProfile } from './repository.js';
 import { AchievementService } from './achievements.js';
 
-export interface AppKey {
-  applicationId: number;
-  accountId: number;
-}
 
-export interface ReservationCall {
-  app: AppKey;
-  couponValue: string;
-  integrationIDs: string[];
-}
 
-export interface ReservationHoldersCall {
-  app: AppKey;
-  couponValue: string;
-}
 
-export interface InventoryCall {
-  app: AppKey;
-  integrationId: string;
-  profile: boolean;
-  referrals: boolean;
-  coupons: boolean;
-  loyalty: boolean;
-  achievements: boolean;
-}
 
 /** At most this many integration IDs per create or delete request (service-spec limits). */
 export const MAX_RESERVATION_IDS = 1000;
@@ -84,7 +63,7 @@ export class ReservationService {
     private readonly clock: Clock,
   ) {}
 
-  private async couponRow(q: Queryable, app: AppKey, couponValue: string, lock: boolean): Promise<Record<string, unknown>> {
+  private async couponRow(q: Queryable, app: AppRef, couponValue: string, lock: boolean): Promise<Record<string, unknown>> {
     if (couponValue === '') throw notFound('Coupon', '/path/couponValue');
     storable(couponValue, '/path/couponValue');
     const [setting] = await q.query<{ case_sensitivity: string }>(`SELECT case_sensitivity FROM applications WHERE id = $1`, [app.applicationId]);
@@ -95,7 +74,7 @@ export class ReservationService {
   }
 
   /** POST /v1/coupon_reservations/{couponValue}: 201 with the coupon. */
-  async create(call: ReservationCall): Promise<Record<string, unknown>> {
+  async create(call: CouponReservationCall): Promise<Record<string, unknown>> {
     const ids = checkIds(call.integrationIDs);
     const now = this.clock.now().toISOString();
     return this.db.transaction(async (tx) => {
@@ -132,7 +111,7 @@ export class ReservationService {
   }
 
   /** DELETE /v1/coupon_reservations/{couponValue}: the listed profiles stop holding it (204). */
-  async delete(call: ReservationCall): Promise<void> {
+  async delete(call: CouponReservationCall): Promise<void> {
     const ids = checkIds(call.integrationIDs);
     await this.db.transaction(async (tx) => {
       const coupon = await this.couponRow(tx, call.app, call.couponValue, true);
@@ -147,7 +126,7 @@ export class ReservationService {
   }
 
   /** GET /v1/coupon_reservations/customerprofiles/{couponValue}: the holders' profiles. */
-  async holders(call: ReservationHoldersCall): Promise<Record<string, unknown>> {
+  async holders(call: CouponReservationHoldersCall): Promise<Record<string, unknown>> {
     const coupon = await this.couponRow(this.db, call.app, call.couponValue, false);
     const rows = await this.db.query(
       `SELECT p.* FROM coupon_reservations r
@@ -164,7 +143,7 @@ export class ReservationService {
    * (recipientIntegrationId) and the Application's implicitly reserved (visible) ones, each once.
    * Achievements: the Application's active ones with the profile's current progress.
    */
-  async inventory(call: InventoryCall): Promise<Record<string, unknown>> {
+  async inventory(call: CustomerInventoryCall): Promise<Record<string, unknown>> {
     const profile = await loadProfile(this.db, call.app.accountId, storable(call.integrationId, '/path/integrationId'));
     if (!profile) throw notFound('Customer profile', '/path/integrationId');
     const out: Record<string, unknown> = {};
@@ -195,7 +174,7 @@ export class ReservationService {
   }
 
   /** The Application's loyalty programs with the profile's balances in them, keyed by name. */
-  private async loyaltyPrograms(app: AppKey, profileId: number): Promise<Record<string, unknown>> {
+  private async loyaltyPrograms(app: AppRef, profileId: number): Promise<Record<string, unknown>> {
     const now = this.clock.now().toISOString();
     // Balances as the Management ledger view computes them: the active balance is what is left of
     // the grants active now, pending is what is left of grants not started yet, and spent and
