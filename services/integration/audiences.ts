@@ -8,7 +8,7 @@
 import type { AudienceCall, JsonObject } from '../actors/port.js';
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
-import { IdempotencyKeyTaken, remember, replayed, type IdempotencyScope } from './idempotency.js';
+import { remember, withIdempotency, type IdempotencyScope } from './idempotency.js';
 
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -209,17 +209,7 @@ export class AudienceService {
         if (scope) await remember(tx, scope, out, this.clock);
         return out;
       });
-    if (!scope) return run();
-    const previous = await replayed(this.db, scope, this.clock);
-    if (previous) return previous;
-    try {
-      return await run();
-    } catch (e) {
-      if (!(e instanceof IdempotencyKeyTaken)) throw e;
-      const stored = await replayed(this.db, scope, this.clock);
-      if (!stored) throw e;
-      return stored;
-    }
+    return withIdempotency(this.db, this.clock, scope, run, (stored) => stored);
   }
 
   private async retrying<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {

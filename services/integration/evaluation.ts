@@ -5,7 +5,7 @@ import { silentLogger, systemClock, uuid, type Clock, type Logger } from '../sha
 import type { Db, Queryable } from '../store/index.js';
 import type { AppRef, JsonObject } from '../actors/port.js';
 import type { CounterEntry } from './commit-effects.js';
-import { IdempotencyKeyTaken, replayed, type IdempotencyScope } from './idempotency.js';
+import { withIdempotency, type IdempotencyScope } from './idempotency.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
 import { sessionRoot, type SessionRecord } from './session-model.js';
@@ -46,23 +46,9 @@ export abstract class IntegrationService {
     return key === undefined ? undefined : { applicationId: app.applicationId, key, operation, request };
   }
 
-  /**
-   * Runs a write under its Idempotency-Key: a stored response is replayed; when another request
-   * with the key committed first while this one ran (its `remember` refused the key and rolled the
-   * write back), that request's response is replayed too.
-   */
-  protected async idempotent<T>(scope: IdempotencyScope | undefined, run: () => Promise<T>, fromStored: (state: JsonObject) => T): Promise<T> {
-    if (!scope) return run();
-    const previous = await replayed(this.db, scope, this.clock);
-    if (previous) return fromStored(previous);
-    try {
-      return await run();
-    } catch (e) {
-      if (!(e instanceof IdempotencyKeyTaken)) throw e;
-      const stored = await replayed(this.db, scope, this.clock);
-      if (!stored) throw e;
-      return fromStored(stored);
-    }
+  /** Runs a write under its Idempotency-Key (see withIdempotency). */
+  protected idempotent<T>(scope: IdempotencyScope | undefined, run: () => Promise<T>, fromStored: (state: JsonObject) => T): Promise<T> {
+    return withIdempotency(this.db, this.clock, scope, run, fromStored);
   }
 }
 

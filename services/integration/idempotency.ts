@@ -69,3 +69,28 @@ export async function remember(tx: Queryable, scope: IdempotencyScope, response:
   );
   if (claimed.length === 0) throw new IdempotencyKeyTaken();
 }
+
+/**
+ * Runs a write under its Idempotency-Key: a stored response is replayed; when another request
+ * with the key committed first while this one ran (its `remember` refused the key and rolled the
+ * write back), that request's response is replayed too.
+ */
+export async function withIdempotency<T>(
+  db: Queryable,
+  clock: Clock,
+  scope: IdempotencyScope | undefined,
+  run: () => Promise<T>,
+  fromStored: (state: Record<string, unknown>) => T,
+): Promise<T> {
+  if (!scope) return run();
+  const previous = await replayed(db, scope, clock);
+  if (previous) return fromStored(previous);
+  try {
+    return await run();
+  } catch (e) {
+    if (!(e instanceof IdempotencyKeyTaken)) throw e;
+    const stored = await replayed(db, scope, clock);
+    if (!stored) throw e;
+    return fromStored(stored);
+  }
+}
