@@ -88,7 +88,7 @@ export class ProfileService extends IntegrationService {
            cart_items = COALESCE((
              SELECT jsonb_agg(CASE WHEN jsonb_typeof(i) = 'object' AND i -> 'attributes' IS NOT NULL
                                    THEN jsonb_set(i, '{attributes}', '{}'::jsonb) ELSE i END ORDER BY n)
-               FROM jsonb_array_elements(s.cart_items) WITH ORDINALITY AS x(i, n)), '[]'::jsonb)
+               FROM jsonb_array_elements(s.cart_items::jsonb) WITH ORDINALITY AS x(i, n)), '[]'::jsonb)
           FROM applications a
          WHERE a.id = s.application_id AND a.account_id = $1 AND s.profile_id = $2
          RETURNING s.application_id, s.integration_id`,

@@ -223,20 +223,21 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
            coupon_codes, referral_code, loyalty_cards, identifiers, cart_items, additional_costs, attributes,
            total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
            committed_effects, committed_counters, update_count)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb,
-           $13::numeric, $14::numeric, $15::numeric, $16, $17::jsonb, $18, $18, $19, $20::jsonb, $21::jsonb, 1)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::json, $11::jsonb, $12::jsonb,
+           $13::numeric, $14::numeric, $15::numeric, $16, $17::json, $18, $18, $19, $20::json, $21::json, 1)
          ON CONFLICT (application_id, integration_id) DO NOTHING
          RETURNING id, created, updated, update_count`
       : `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
-           referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::jsonb,
+           referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::json,
            additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
-           additional_cost_total = $15::numeric, first_session = $16, effects = $17::jsonb, updated = $18,
-           closed_at = COALESCE($19, closed_at), committed_effects = $20::jsonb, committed_counters = $21::jsonb,
+           additional_cost_total = $15::numeric, first_session = $16, effects = $17::json, updated = $18,
+           closed_at = COALESCE($19, closed_at), committed_effects = $20::json, committed_counters = $21::json,
            update_count = update_count + 1
          WHERE application_id = $1 AND integration_id = $2 AND update_count = ${$(c.expectedUpdateCount)}
          RETURNING id, created, updated, update_count`;
   const account = $(c.accountId);
-  const eventRows = c.events.map((e, i) => `(${$(e.type)}::text, ${$(JSON.stringify(e.attributes))}::jsonb, ${$(JSON.stringify(e.effects))}::jsonb, ${i})`);
+  // An event's effects are the session's ($17, sent once) or none, as every caller builds them.
+  const eventRows = c.events.map((e, i) => `(${$(e.type)}::text, ${$(JSON.stringify(e.attributes))}::jsonb, ${eventEffects(e, s, () => '$17::json', (x) => `${$(x)}::json`)}, ${i})`);
   // The profile. With counters to change (close, cancel, returns) it is upserted. Otherwise it is
   // updated only when its lastActivity is a minute old or the caller needs the row back, and
   // inserted when missing: index probes cost far less than an upsert, which locks (and logs) the
@@ -294,6 +295,12 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
   );
   if (!row?.session) throw new StaleSessionError();
   return committedResult(db, c, row.session, row.profile, row.events);
+}
+
+/** SQL for an event's effects: the session's (one reference, no second copy), none, or its own. */
+function eventEffects(e: { effects: unknown[] }, s: SessionRecord, sessions: () => string, own: (json: string) => string): string {
+  if (e.effects === s.effects) return sessions();
+  return e.effects.length === 0 ? `'[]'::json` : own(JSON.stringify(e.effects));
 }
 
 export function profileView(p: ProfileRecord): Record<string, unknown> {
@@ -367,16 +374,17 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
       expected: c.expectedUpdateCount,
       account_id: c.accountId,
       needed: c.knownProfile === undefined && c.profileNeeded === true,
-      events: c.events,
+      // Each event's effects are the session's (not sent twice) or its own.
+      events: c.events.map((e) => ({ type: e.type, attributes: e.attributes, ...(e.effects === s.effects ? { same: true } : { effects: e.effects }) })),
     };
   });
   const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
     `WITH x AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(n int, application_id int, integration_id text, profile_id text,
+       SELECT * FROM json_to_recordset($1::json) AS x(n int, application_id int, integration_id text, profile_id text,
          store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
-         cart_items jsonb, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
-         additional_cost_total numeric, first_session boolean, effects jsonb, now timestamptz, closed_at timestamptz,
-         committed_effects jsonb, committed_counters jsonb, expected int, account_id int, needed boolean, events jsonb)
+         cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
+         additional_cost_total numeric, first_session boolean, effects json, now timestamptz, closed_at timestamptz,
+         committed_effects json, committed_counters json, expected int, account_id int, needed boolean, events json)
      ),
      u AS (
        UPDATE customer_sessions s SET profile_id = x.profile_id, store_integration_id = x.store_integration_id, state = x.state,
@@ -432,8 +440,9 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
      ),
      e AS (
        INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
-       SELECT w.application_id, w.now, w.profile_id, w.integration_id, w.store_integration_id, v.type, v.attributes, v.effects
-         FROM w, ROWS FROM (jsonb_to_recordset(w.events) AS (type text, attributes jsonb, effects jsonb)) WITH ORDINALITY AS v(type, attributes, effects, k)
+       SELECT w.application_id, w.now, w.profile_id, w.integration_id, w.store_integration_id, v.type, v.attributes,
+              CASE WHEN v.same THEN w.effects ELSE coalesce(v.effects, '[]'::json) END
+         FROM w, ROWS FROM (json_to_recordset(w.events) AS (type text, attributes jsonb, effects json, same boolean)) WITH ORDINALITY AS v(type, attributes, effects, same, k)
         ORDER BY w.n, v.k
        RETURNING application_id, session_id, id, created, type
      )

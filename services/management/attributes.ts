@@ -170,10 +170,10 @@ const removeData: Record<string, (r: Removal) => [string, unknown[]]> = {
     `UPDATE customer_sessions s SET update_count = s.update_count + 1, updated = $3,
         cart_items = (SELECT jsonb_agg(CASE WHEN jsonb_typeof(i -> 'attributes') = 'object'
                                             THEN jsonb_set(i, '{attributes}', (i -> 'attributes') - $2::text) ELSE i END ORDER BY n)
-                        FROM jsonb_array_elements(s.cart_items) WITH ORDINALITY AS x(i, n))
+                        FROM jsonb_array_elements(s.cart_items::jsonb) WITH ORDINALITY AS x(i, n))
        FROM applications a
-      WHERE a.id = s.application_id AND a.account_id = $1 AND jsonb_typeof(s.cart_items) = 'array'
-        AND EXISTS (SELECT 1 FROM jsonb_array_elements(s.cart_items) i WHERE jsonb_typeof(i -> 'attributes') = 'object' AND (i -> 'attributes') ? $2::text)
+      WHERE a.id = s.application_id AND a.account_id = $1 AND jsonb_typeof(s.cart_items::jsonb) = 'array'
+        AND EXISTS (SELECT 1 FROM jsonb_array_elements(s.cart_items::jsonb) i WHERE jsonb_typeof(i -> 'attributes') = 'object' AND (i -> 'attributes') ? $2::text)
       RETURNING s.application_id, s.integration_id AS session_id`,
     [r.accountId, r.name, r.now],
   ],
