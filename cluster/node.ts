@@ -281,7 +281,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     // Closed after the HTTP server (cleanups run in reverse): the last requests' entries are written.
     const accessLog = options.accessLog === false ? undefined : new AccessLogWriter({ db, logger, ...options.accessLog });
     if (accessLog) cleanups.push(() => accessLog.close());
-    const { app } = createEdgeApp({
+    const { handle } = createEdgeApp({
       port: router,
       management,
       apiKeys,
@@ -298,7 +298,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         accessLogDropped: () => accessLog?.stats().dropped ?? 0,
       },
     });
-    const server: Server = createServer(app);
+    const server: Server = createServer(handle);
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

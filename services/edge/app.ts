@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppRef, IntegrationPort } from '../actors/port.js';
 import {
@@ -8,13 +9,14 @@ import {
   type ManagementContext,
   type Principal,
 } from '../management/index.js';
-import { AppError, badRequest, toAppError, type Logger, silentLogger } from '../shared/index.js';
+import { AppError, badRequest, type Logger, silentLogger } from '../shared/index.js';
 import { createMetrics, type EdgeMetrics, type GaugeSources } from './metrics.js';
 import { loadOperations, type Operation } from './openapi.js';
 import { managementHandlers } from './management-routes.js';
 import { integrationHandlers } from './integration-routes.js';
 import { RateLimiter, rateLimited, type RateLimitOptions } from './rate-limit.js';
 import { verifyContentSignature } from './content-signature.js';
+import { DirectRoutes, EMPTY_BODY, sendError, sendJson, tooLarge } from './direct-routes.js';
 
 export interface Readiness {
   ready: boolean;
@@ -68,9 +70,11 @@ export type RouteHandler = (input: RouteInput) => Promise<RouteOutput>;
 /**
  * The REST edge: every route comes from the OpenAPI documents, is authenticated by its security
  * scheme, validated against its schemas and answered by the handler named by its operationId.
- * Errors become the spec's error body in exactly one place (errorMiddleware).
+ * Errors become the spec's error body in exactly one place (sendError, which express's error
+ * middleware calls too). `handle` is the server's request listener: the operations' own router
+ * first, express for the rest (see direct-routes.ts).
  */
-export function createEdgeApp(options: EdgeOptions): { app: express.Express; metrics: EdgeMetrics } {
+export function createEdgeApp(options: EdgeOptions): { app: express.Express; handle: RequestListener; metrics: EdgeMetrics } {
   const logger = options.logger ?? silentLogger;
   const metrics = createMetrics(options.gauges);
   const limiter = options.rateLimit instanceof RateLimiter ? options.rateLimit : new RateLimiter(options.rateLimit);
@@ -95,28 +99,21 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
-  const raw = express.raw({ type: () => true, limit: options.bodyLimitBytes ?? 10 * 1024 * 1024 });
+  const bodyLimit = options.bodyLimitBytes ?? 10 * 1024 * 1024;
+  const raw = express.raw({ type: () => true, limit: bodyLimit });
   const accessLog = options.accessLog;
+  const direct = new DirectRoutes(logger);
   for (const op of loadOperations()) {
     const handler = handlers[op.operationId];
     if (!handler) throw new Error(`no handler for operation ${op.operationId}`);
     const logged = accessLog !== undefined && !UNLOGGED.has(`${op.method} ${op.path}`);
     const underApplication = op.path.startsWith('/v1/applications/{applicationId}');
-    app[op.method](op.expressPath, raw, async (req: Request, res: Response, next: NextFunction) => {
+    /** One call of the operation, whichever way it came in; answers it in every case. */
+    const serve = async (req: IncomingMessage, res: ServerResponse, params: Record<string, string>, query: Record<string, unknown>, body: Buffer | undefined): Promise<void> => {
       const started = process.hrtime.bigint();
-      const input: RouteInput = { params: { ...req.params }, query: { ...(req.query as Record<string, unknown>) }, body: undefined, headers: req.headers };
-      let time: Date | undefined;
-      let responsePayload: unknown;
-      if (logged) {
-        time = options.management.clock.now();
-        // express's res.json serialises once and hands the text to send: keep that text rather
-        // than serialise the body a second time for the log.
-        const send = res.send;
-        res.send = function (this: Response, body?: unknown) {
-          responsePayload = body;
-          return send.call(this, body);
-        } as Response['send'];
-      }
+      const input: RouteInput = { params, query, body: undefined, headers: req.headers };
+      const time = logged ? options.management.clock.now() : undefined;
+      let responsePayload: string | undefined;
       res.on('finish', () => {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         metrics.requests.inc({ route: op.path, method: op.method, status: String(res.statusCode) });
@@ -124,30 +121,34 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
         // Only calls whose account is known (authenticated) are logged: there is no one to show the others to.
         const accountId = input.app?.accountId ?? input.principal?.accountId;
         if (!logged || accountId === undefined) return;
-        const applicationId = input.app?.applicationId ?? (underApplication ? Number(req.params.applicationId) : undefined);
+        const applicationId = input.app?.applicationId ?? (underApplication ? Number(params.applicationId) : undefined);
+        const url = req.url ?? '';
+        const q = url.indexOf('?');
         accessLog!.write({
           uuid: randomUUID(),
           accountId,
           applicationId: Number.isSafeInteger(applicationId) ? applicationId : undefined,
           time: time!,
           status: res.statusCode,
-          method: req.method,
-          path: req.path,
-          requestUri: req.originalUrl,
-          requestPayload: Buffer.isBuffer(req.body) ? req.body : undefined,
-          responsePayload: typeof responsePayload === 'string' || Buffer.isBuffer(responsePayload) ? responsePayload : undefined,
+          method: req.method ?? '',
+          path: q < 0 ? url : url.slice(0, q),
+          requestUri: url,
+          requestPayload: body,
+          responsePayload,
         });
       });
       try {
-        await prepare(op, req, input, options, limiter);
+        await prepare(op, req, body ?? EMPTY_BODY, input, options, limiter);
         const out = await handler(input);
-        if (out.headers) res.set(out.headers);
-        if (out.body === undefined) res.status(out.status).end();
-        else res.status(out.status).json(out.body);
+        responsePayload = sendJson(res, out.status, out.body, out.headers);
       } catch (e) {
-        next(e);
+        responsePayload = sendError(res, e, logger, req);
       }
-    });
+    };
+    direct.add(op, bodyLimit, serve);
+    app[op.method](op.expressPath, raw, (req: Request, res: Response) =>
+      serve(req, res, { ...(req.params as Record<string, string>) }, { ...(req.query as Record<string, unknown>) }, Buffer.isBuffer(req.body) ? req.body : undefined),
+    );
   }
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
@@ -156,12 +157,18 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; met
     ]));
   });
   app.use(errorMiddleware(logger));
-  return { app, metrics };
+  // Requests of the documents' operations in their exact form go straight to their operation;
+  // express (its router, body parser and response helpers cost three times what the rest of an
+  // HTTP exchange does) takes everything else: other paths and methods, paths in another letter
+  // case or with a trailing slash, compressed bodies.
+  const handle: RequestListener = (req, res) => {
+    if (!direct.serve(req, res)) app(req, res);
+  };
+  return { app, handle, metrics };
 }
 
 /** Fills `input` step by step, so that who called is known even when a later step refuses the call. */
-async function prepare(op: Operation, req: Request, input: RouteInput, options: EdgeOptions, limiter: RateLimiter): Promise<RouteInput> {
-  const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+async function prepare(op: Operation, req: IncomingMessage, raw: Buffer, input: RouteInput, options: EdgeOptions, limiter: RateLimiter): Promise<RouteInput> {
   // Authenticate before anything else is looked at; then the key's rate limit, then the
   // Content-Signature when the caller sent one (it signs the raw body).
   if (op.security === 'api_key_v1') {
@@ -259,22 +266,10 @@ function checkBodyShape(body: unknown, checkText: boolean): void {
 
 function errorMiddleware(logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
-    let e: AppError;
     const type = (err as { type?: string } | null)?.type;
-    if (type === 'entity.too.large') {
-      e = new AppError('payload_too_large', 'Request body too large', [
-        { title: 'Payload Too Large', details: 'the body exceeds the limit of 10 MiB', source: { pointer: '' } },
-      ]);
-    } else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
-      e = badRequest('Malformed request body', '', 'MalformedJSON');
-    } else if (err instanceof URIError) {
-      // The router could not percent-decode a path parameter (e.g. %ED%A0%80, a lone surrogate): the client's path.
-      e = badRequest('A path parameter is not valid percent-encoded UTF-8', '/path');
-    } else {
-      e = toAppError(err);
-    }
-    if (e.kind === 'internal') logger.error('request failed', { method: req.method, path: req.path, error: String((err as Error)?.stack ?? err) });
-    if (e.retryAfter !== undefined) res.set('Retry-After', String(e.retryAfter));
-    res.status(e.status).json(e.toBody());
+    if (type === 'entity.too.large') sendError(res, tooLarge(), logger, req);
+    else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      sendError(res, badRequest('Malformed request body', '', 'MalformedJSON'), logger, req);
+    } else sendError(res, err, logger, req);
   };
 }
