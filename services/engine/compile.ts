@@ -335,3 +335,21 @@ export function readsProfile(spec: RulesetSpec): boolean {
   };
   return visit(spec.rules) || visit(spec.bindings);
 }
+
+/**
+ * Whether a ruleset reads `Session.FirstSession`, directly or through the whole Session: when none
+ * of the candidates does, a new session need not find out before it is evaluated whether it is its
+ * profile's first (its commit finds out instead).
+ */
+export function readsFirstSession(spec: RulesetSpec): boolean {
+  const visit = (node: unknown): boolean => {
+    if (!Array.isArray(node)) return node !== null && typeof node === 'object' && Object.values(node).some(visit);
+    const [op, first] = node as unknown[];
+    if ((op === '.' || op === '.|') && first === 'Session') {
+      const keys = node.slice(2, op === '.|' ? -1 : undefined);
+      if (keys.length === 0 || keys[0] === 'FirstSession') return true;
+    }
+    return node.some(visit);
+  };
+  return visit(spec.rules) || visit(spec.bindings);
+}

@@ -21,7 +21,7 @@ export type {
   RulesetSpec,
 } from './types.js';
 export { EvalError, RuleCompileError } from './types.js';
-export { checkRuleset, compileExpression, compileRuleset, readsProfile, BUILTIN_ROOTS, type CompiledRuleset } from './compile.js';
+export { checkRuleset, compileExpression, compileRuleset, readsProfile, readsFirstSession, BUILTIN_ROOTS, type CompiledRuleset } from './compile.js';
 export { evaluate, estimateCost } from './evaluate.js';
 export { createEvaluator, type Evaluator, type EvaluatorOptions } from './pool.js';
 export { currencyDigits, splitLargestRemainder, toMinor, fromMinor } from './money.js';

@@ -178,7 +178,16 @@ export interface SessionCommit {
   now: string;
   /** Campaign statistics of a close that commits nothing else, written by the same statement. */
   stats?: readonly CampaignStatsDelta[] | undefined;
+  /**
+   * A new session whose first-session flag was not read before it was evaluated (no rule reads
+   * it): the insert finds out, and the result carries it.
+   */
+  firstSessionUnknown?: boolean;
 }
+
+/** SQL: whether a new session of this profile is its first in the Application (anonymous ones always are). */
+const FIRST_SESSION = (applicationId: string, profileId: string) =>
+  `(${profileId} = '' OR NOT EXISTS (SELECT 1 FROM customer_sessions f WHERE f.application_id = ${applicationId} AND f.profile_id = ${profileId}))`;
 
 export interface SessionCommitResult {
   session: SessionRecord;
@@ -224,9 +233,11 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
            total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
            committed_effects, committed_counters, update_count)
          VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::json, $11::jsonb, $12::jsonb,
-           $13::numeric, $14::numeric, $15::numeric, $16, $17::json, $18, $18, $19, $20::json, $21::json, 1)
+           $13::numeric, $14::numeric, $15::numeric,
+           CASE WHEN ${$(c.firstSessionUnknown === true)}::boolean THEN ${FIRST_SESSION('$1', '$3')} ELSE $16 END,
+           $17::json, $18, $18, $19, $20::json, $21::json, 1)
          ON CONFLICT (application_id, integration_id) DO NOTHING
-         RETURNING id, created, updated, update_count`
+         RETURNING id, created, updated, update_count, first_session`
       : `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
            referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::json,
            additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
@@ -234,7 +245,7 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
            closed_at = COALESCE($19, closed_at), committed_effects = $20::json, committed_counters = $21::json,
            update_count = update_count + 1
          WHERE application_id = $1 AND integration_id = $2 AND update_count = ${$(c.expectedUpdateCount)}
-         RETURNING id, created, updated, update_count`;
+         RETURNING id, created, updated, update_count, first_session`;
   const account = $(c.accountId);
   // An event's effects are the session's ($17, sent once) or none, as every caller builds them.
   const eventRows = c.events.map((e, i) => `(${$(e.type)}::text, ${$(JSON.stringify(e.attributes))}::jsonb, ${eventEffects(e, s, () => '$17::json', (x) => `${$(x)}::json`)}, ${i})`);
@@ -366,6 +377,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
       cart_item_total: s.cartItemTotal,
       additional_cost_total: s.additionalCostTotal,
       first_session: s.firstSession,
+      first_unknown: c.firstSessionUnknown === true,
       effects: s.effects,
       now: c.now,
       closed_at: c.closing ? c.now : null,
@@ -383,7 +395,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
        SELECT * FROM json_to_recordset($1::json) AS x(n int, application_id int, integration_id text, profile_id text,
          store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
          cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
-         additional_cost_total numeric, first_session boolean, effects json, now timestamptz, closed_at timestamptz,
+         additional_cost_total numeric, first_session boolean, first_unknown boolean, effects json, now timestamptz, closed_at timestamptz,
          committed_effects json, committed_counters json, expected int, account_id int, needed boolean, events json)
      ),
      u AS (
@@ -395,7 +407,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          committed_counters = x.committed_counters, update_count = s.update_count + 1
          FROM x
         WHERE x.expected > 0 AND s.application_id = x.application_id AND s.integration_id = x.integration_id AND s.update_count = x.expected
-       RETURNING x.n, s.id, s.created, s.updated, s.update_count
+       RETURNING x.n, s.id, s.created, s.updated, s.update_count, s.first_session
      ),
      i AS (
        INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state,
@@ -403,11 +415,12 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          total, cart_item_total, additional_cost_total, first_session, effects, created, updated, closed_at,
          committed_effects, committed_counters, update_count)
        SELECT application_id, integration_id, profile_id, store_integration_id, state, coupon_codes, referral_code, loyalty_cards,
-         identifiers, cart_items, additional_costs, attributes, total, cart_item_total, additional_cost_total, first_session,
+         identifiers, cart_items, additional_costs, attributes, total, cart_item_total, additional_cost_total,
+         CASE WHEN x.first_unknown THEN ${FIRST_SESSION('x.application_id', 'x.profile_id')} ELSE x.first_session END,
          effects, now, now, closed_at, committed_effects, committed_counters, 1
          FROM x WHERE x.expected = 0
        ON CONFLICT (application_id, integration_id) DO NOTHING
-       RETURNING application_id, integration_id, id, created, updated, update_count
+       RETURNING application_id, integration_id, id, created, updated, update_count, first_session
      ),
      r AS (
        SELECT * FROM u
@@ -415,13 +428,14 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
        -- An inserted row belongs to the first new commit of its session (a batch never holds two,
        -- as a session's actor runs one call at a time; if it did, the others would be stale).
        SELECT * FROM (
-         SELECT DISTINCT ON (i.application_id, i.integration_id) x.n, i.id, i.created, i.updated, i.update_count
+         SELECT DISTINCT ON (i.application_id, i.integration_id) x.n, i.id, i.created, i.updated, i.update_count, i.first_session
            FROM i JOIN x ON x.expected = 0 AND x.application_id = i.application_id AND x.integration_id = i.integration_id
           ORDER BY i.application_id, i.integration_id, x.n
        ) first_new
      ),
      w AS (
-       SELECT x.*, r.id AS session_row_id, r.created AS session_created, r.updated AS session_updated, r.update_count AS session_update_count
+       SELECT x.*, r.id AS session_row_id, r.created AS session_created, r.updated AS session_updated, r.update_count AS session_update_count,
+              r.first_session AS session_first
          FROM x JOIN r ON r.n = x.n
      ),
      pu AS (
@@ -447,7 +461,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
        RETURNING application_id, session_id, id, created, type
      )
      SELECT (SELECT json_agg(json_build_object('n', w.n, 'id', w.session_row_id, 'created', w.session_created, 'updated', w.session_updated,
-                                               'update_count', w.session_update_count)) FROM w) AS sessions,
+                                               'update_count', w.session_update_count, 'first_session', w.session_first)) FROM w) AS sessions,
             (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
             (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
                FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`,
@@ -486,7 +500,14 @@ async function committedResult(
     profile = { ...profile, audiences: await loadAudiences(db, profile.id) };
   }
   return {
-    session: { ...s, id: Number(stored.id), created: iso(stored.created), updated: iso(stored.updated), updateCount: stored.update_count as number },
+    session: {
+      ...s,
+      id: Number(stored.id),
+      created: iso(stored.created),
+      updated: iso(stored.updated),
+      updateCount: stored.update_count as number,
+      firstSession: typeof stored.first_session === 'boolean' ? stored.first_session : s.firstSession,
+    },
     profile,
     events: events.map((e) => ({
       id: Number(e.id),

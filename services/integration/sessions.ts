@@ -71,7 +71,14 @@ export class SessionService extends IntegrationService {
     const scope = this.scopeOf(call.app, call.idempotencyKey, `updateSession:${call.customerSessionId}`, { request: call.request });
     return this.idempotent(
       scope,
-      () => this.withRetries(call.app, call.customerSessionId, cached, (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope)),
+      () =>
+        this.withRetries(
+          call.app,
+          call.customerSessionId,
+          cached,
+          (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope),
+          { assumeNew: true },
+        ),
       replayedOutcome,
     );
   }
@@ -283,13 +290,16 @@ export class SessionService extends IntegrationService {
     const snapshotBefore = await this.snapshots.get(app.applicationId);
     const session = await this.priced(snapshotBefore, applyPayload(base, payload), payload.cartItems !== undefined);
     const closing = from === 'open' && to === 'closed';
-    // The profile is read only when something needs it: a new session (is it the first?), the
-    // response, or a campaign whose rules read it.
-    const profileNeeded = !stored || responseContent.has('customerProfile') || snapshotBefore.campaigns.some((c) => c.readsProfile);
+    // The profile is read only when something needs it: the response, a campaign whose rules read
+    // it, or one that reads whether a new session is its profile's first. Otherwise a new session
+    // leaves that to its commit.
+    const firstNeeded = !stored && snapshotBefore.campaigns.some((c) => c.readsFirstSession);
+    const profileNeeded = firstNeeded || responseContent.has('customerProfile') || snapshotBefore.campaigns.some((c) => c.readsProfile);
     const { profile, firstSession } = profileNeeded
       ? await loadProfileContext(this.db, app, session.profileId, !stored)
       : { profile: undefined, firstSession: false };
     if (!stored) session.firstSession = firstSession;
+    const firstSessionUnknown = !stored && !profileNeeded;
     const mainEvent = this.mainEventType(stored, session);
     const outcome: EvaluationOutcome | undefined =
       to === 'open' || closing
@@ -339,6 +349,7 @@ export class SessionService extends IntegrationService {
         profileDelta: closing ? { closedSessions: 1, totalSales: session.total } : undefined,
         now: nowIso,
         stats: statsOnly?.stats,
+        firstSessionUnknown,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
       };
       // An update that only writes the session is one statement: it needs no transaction of its
@@ -405,16 +416,24 @@ export class SessionService extends IntegrationService {
   /**
    * Runs one attempt in a transaction, again on a stale session (re-read) or a counter that ran out
    * under it (evaluated again with fresh facts, which then reject), up to MAX_RETRIES times.
+   *
+   * With `assumeNew`, a session that no cache holds is first tried as a new one, without reading
+   * it: a new session then costs one statement, its insert. Should it exist after all (a node that
+   * just took over its shard, a cache that dropped it), the insert writes nothing and is stale, and
+   * the attempt runs again on what is stored. Nothing else of an update depends on the guess: every
+   * state a session may move to from a stored state, it may move to from `open`.
    */
   private async withRetries(
     app: AppRef,
     sessionId: string,
     cached: SessionRecord | undefined,
     attempt: (stored: SessionRecord | undefined) => Promise<SessionUpdateOutcome>,
+    options: { assumeNew?: boolean } = {},
   ): Promise<SessionUpdateOutcome> {
     let current = cached;
+    const guess = options.assumeNew === true && cached === undefined;
     for (let n = 0; ; n++) {
-      if (current === undefined || n > 0) current = await loadSession(this.db, app.applicationId, sessionId);
+      if ((current === undefined && !(guess && n === 0)) || n > 0) current = await loadSession(this.db, app.applicationId, sessionId);
       try {
         return await attempt(current);
       } catch (e) {

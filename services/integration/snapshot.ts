@@ -1,4 +1,4 @@
-import { readsProfile, type CampaignInput, type RulesetSpec } from '../engine/index.js';
+import { readsFirstSession, readsProfile, type CampaignInput, type RulesetSpec } from '../engine/index.js';
 import type { ConfigEvents } from '../shared/index.js';
 import { isConfigurationChange, notFound } from '../shared/index.js';
 import type { Db } from '../store/index.js';
@@ -36,6 +36,8 @@ export interface CampaignSnapshot extends CampaignInput {
   features: string[];
   /** The ruleset reads the Profile root (see engine readsProfile). */
   readsProfile: boolean;
+  /** The ruleset reads Session.FirstSession (see engine readsFirstSession). */
+  readsFirstSession: boolean;
 }
 
 export interface AppSnapshot {
@@ -145,6 +147,7 @@ export class SnapshotCache {
         rulesetId: r.ruleset_id as number,
         ruleset: { rules: r.rules, bindings: r.bindings } as RulesetSpec,
         readsProfile: readsProfile({ rules: r.rules, bindings: r.bindings } as RulesetSpec),
+        readsFirstSession: readsFirstSession({ rules: r.rules, bindings: r.bindings } as RulesetSpec),
       });
     }
     return { application, campaigns, hasCatalogs: first.has_catalogs === true, loadedAt: Date.now() };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkRuleset, compileRuleset, readsProfile, RuleCompileError, type RuleSpec, type RulesetSpec } from '../../services/engine/index.js';
+import { checkRuleset, compileRuleset, readsFirstSession, readsProfile, RuleCompileError, type RuleSpec, type RulesetSpec } from '../../services/engine/index.js';
 
 const rule = (overrides: Partial<RuleSpec> = {}): RuleSpec => ({
   title: 'rule',
@@ -150,5 +150,22 @@ describe('readsProfile', () => {
   it('is false for rules that read only the session and other roots', () => {
     expect(readsProfile(spec(['>', ['.', 'Session', 'Total'], 100]))).toBe(false);
     expect(readsProfile(spec(['=', ['.', 'Session', 'Attributes', 'Profile'], 'Profile']))).toBe(false);
+  });
+});
+
+describe('readsFirstSession', () => {
+  const spec = (condition: unknown, bindings: unknown[] = []): RulesetSpec => ({ rules: [{ title: 't', condition, effects: [] }], bindings: bindings as RulesetSpec['bindings'] });
+
+  it('finds Session.FirstSession and the whole Session, with or without a fallback, in rules and bindings', () => {
+    expect(readsFirstSession(spec(['.', 'Session', 'FirstSession']))).toBe(true);
+    expect(readsFirstSession(spec(['not', ['.|', 'Session', 'FirstSession', false]]))).toBe(true);
+    expect(readsFirstSession(spec(true, [{ name: 's', expression: ['.', 'Session'] }]))).toBe(true);
+    expect(readsFirstSession(spec(['=', ['.|', 'Session', null], null]))).toBe(true);
+  });
+
+  it('is false for other Session paths and other roots', () => {
+    expect(readsFirstSession(spec(['>', ['.', 'Session', 'Total'], 100]))).toBe(false);
+    expect(readsFirstSession(spec(['=', ['.', 'Session', 'Attributes', 'FirstSession'], true]))).toBe(false);
+    expect(readsFirstSession(spec(['=', ['.', 'Profile', 'FirstSession'], true]))).toBe(false);
   });
 });
