@@ -5,9 +5,16 @@
 // that it is a separate OS process competing for the cores like a real client on the same host,
 // and so that `node --cpu-prof dist/bench/api.js` profiles the server only. Prints a table.
 //
+// Rows: the bare endpoint and Perkline at saturation (closed loop: each connection sends again on
+// its answer), the throughput ratio; then Perkline open loop at the throughput target (0.3x the
+// bare rate of this run, requests started on a fixed schedule over the same connections, latency
+// counted from when each request was due), for its latency at that load.
+//
 // Options (flag or environment): --seconds / BENCH_API_SECONDS (default 20), --warmup /
 // BENCH_API_WARMUP (default 3), --connections / BENCH_API_CONNECTIONS (default 64),
-// --latency-connections / BENCH_API_LATENCY_CONNECTIONS (default 8; 0 leaves those rows out),
+// --rate-share / BENCH_API_RATE_SHARE (default 0.3; 0 leaves the open-loop row out),
+// --latency-connections / BENCH_API_LATENCY_CONNECTIONS (default 0: closed-loop rows at that
+// lower concurrency, for both endpoints),
 // DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), EVAL_MODE (default auto),
 // DB_POOL_SIZE (default: the node's, 10).
 import { fork, type ChildProcess } from 'node:child_process';
@@ -15,6 +22,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
 interface LoadJob {
@@ -24,6 +32,13 @@ interface LoadJob {
   connections: number;
   warmupMs: number;
   durationMs: number;
+  /**
+   * Open loop: requests start at this fixed rate (per second) whatever the answers, each from an
+   * idle virtual user (a new one when all are waiting), and latency counts from the moment a
+   * request was due, so that a stalled server is not hidden by clients that stop sending
+   * (coordinated omission). Without it, a closed loop: each connection sends again on its answer.
+   */
+  rate?: number;
 }
 
 interface LoadResult {
@@ -37,6 +52,9 @@ interface LoadResult {
   statuses: Record<string, number>;
   sessions: number;
   closed: number;
+  /** Open loop: the rate asked for, and requests that could not start (no virtual user left). */
+  offered?: number;
+  unsent?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -87,39 +105,81 @@ async function runLoad(job: LoadJob, mark: (phase: 'start' | 'end') => void): Pr
   let measuring = false;
   let stop = false;
 
-  // One virtual user per connection: a session gets created, updated, and one update in ten
-  // closes it; the next request starts a new session. Each user has its own profiles.
-  const user = async (vu: number) => {
-    let n = 0;
-    let step = 0;
-    let sessionId = `${runId}-${vu}-${n}`;
-    while (!stop) {
-      const closing = step > 0 && Math.random() < 0.1;
-      const customerSession: Record<string, unknown> = {
-        profileId: `bench-${vu}-${n % 25}`,
-        cartItems: cartItems(vu * 31 + n, step),
-      };
-      if (closing) customerSession.state = 'closed';
-      const body = JSON.stringify({ customerSession });
-      const t0 = performance.now();
-      const status = await send(`/v2/customer_sessions/${sessionId}`, body);
-      const ms = performance.now() - t0;
-      if (measuring) {
-        latencies.push(ms);
-        statuses[status] = (statuses[status] ?? 0) + 1;
-        if (step === 0) sessions++;
-        if (closing) closed++;
-      }
-      step++;
-      if (closing || status === 0) {
-        n++;
-        step = 0;
-        sessionId = `${runId}-${vu}-${n}`;
-      }
+  // A virtual user: a session gets created, updated, and one update in ten closes it; the next
+  // request starts a new session. Each user has its own profiles.
+  interface User {
+    vu: number;
+    n: number;
+    step: number;
+    sessionId: string;
+  }
+  const newUser = (vu: number): User => ({ vu, n: 0, step: 0, sessionId: `${runId}-${vu}-0` });
+  /** One request of a user; `due` is when it should have started (latency counts from there). */
+  const request = async (u: User, due: number): Promise<void> => {
+    const closing = u.step > 0 && Math.random() < 0.1;
+    const customerSession: Record<string, unknown> = {
+      profileId: `bench-${u.vu}-${u.n % 25}`,
+      cartItems: cartItems(u.vu * 31 + u.n, u.step),
+    };
+    if (closing) customerSession.state = 'closed';
+    const status = await send(`/v2/customer_sessions/${u.sessionId}`, JSON.stringify({ customerSession }));
+    if (measuring) {
+      latencies.push(performance.now() - due);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      if (u.step === 0) sessions++;
+      if (closing) closed++;
+    }
+    u.step++;
+    if (closing || status === 0) {
+      u.n++;
+      u.step = 0;
+      u.sessionId = `${runId}-${u.vu}-${u.n}`;
     }
   };
 
-  const users = Array.from({ length: job.connections }, (_, vu) => user(vu));
+  let users: Array<Promise<void>>;
+  let unsent = 0;
+  if (job.rate === undefined) {
+    // Closed loop: one user per connection, sending again as soon as it has its answer.
+    users = Array.from({ length: job.connections }, async (_, vu) => {
+      const u = newUser(vu);
+      while (!stop) await request(u, performance.now());
+    });
+  } else {
+    // Open loop: a request is due every 1/rate s; an idle user sends it (a new user when none is
+    // idle, up to a bound). The agent queues requests beyond `connections` sockets.
+    const rate = job.rate;
+    const idle: User[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let created = 0;
+    const maxUsers = 20_000;
+    const t0 = performance.now();
+    let issued = 0;
+    users = [
+      (async () => {
+        while (!stop) {
+          const now = performance.now();
+          const due = Math.floor(((now - t0) / 1000) * rate);
+          for (; issued < due; issued++) {
+            const dueAt = t0 + (issued / rate) * 1000;
+            const u = idle.pop() ?? (created < maxUsers ? newUser(created++) : undefined);
+            if (!u) {
+              if (measuring) unsent++;
+              continue;
+            }
+            const p: Promise<void> = request(u, dueAt).then(() => {
+              inFlight.delete(p);
+              idle.push(u);
+            });
+            inFlight.add(p);
+          }
+          await new Promise((r) => setTimeout(r, 1));
+        }
+        await Promise.all(inFlight);
+      })(),
+    ];
+  }
+
   await new Promise((r) => setTimeout(r, job.warmupMs));
   measuring = true;
   mark('start');
@@ -145,6 +205,7 @@ async function runLoad(job: LoadJob, mark: (phase: 'start' | 'end') => void): Pr
     statuses,
     sessions,
     closed,
+    ...(job.rate !== undefined ? { offered: job.rate, unsent } : {}),
   };
 }
 
@@ -195,9 +256,13 @@ async function main(): Promise<void> {
   const seconds = option('seconds', 'BENCH_API_SECONDS', 20);
   const warmup = option('warmup', 'BENCH_API_WARMUP', 3);
   const connections = Math.round(option('connections', 'BENCH_API_CONNECTIONS', 64));
-  // A second pair of rows at low concurrency: with closed-loop clients latency is concurrency /
-  // throughput (Little's law), so 64 connections alone say little about latency at moderate load.
-  const latencyConnections = Math.round(option('latency-connections', 'BENCH_API_LATENCY_CONNECTIONS', 8, true));
+  // With closed-loop clients at saturation, latency is connections / throughput (Little's law): it
+  // says how long the queue is, not how fast a request is served. Latency is measured instead at
+  // the throughput target, open loop: requests arrive at rate-share x the bare endpoint's rate of
+  // this run over the same connections (0 leaves the row out).
+  const rateShare = option('rate-share', 'BENCH_API_RATE_SHARE', 0.3, true);
+  // Optional pair of closed-loop rows at low concurrency (0, the default, leaves them out).
+  const latencyConnections = Math.round(option('latency-connections', 'BENCH_API_LATENCY_CONNECTIONS', 0, true));
   const databaseUrl = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
   const evalMode = (process.env.EVAL_MODE || 'auto') as 'inline' | 'pool' | 'auto';
   const schema = `bench_api_${process.pid}_${Date.now().toString(36)}`;
@@ -271,12 +336,23 @@ async function main(): Promise<void> {
 
     child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, BENCH_API_ROLE: 'load' }, execArgv: [], stdio: 'inherit' });
     const cpu = new Map<string, CpuUse>();
+    // How long the server's event loop (this process) was late to run what was ready: requests wait
+    // that long before any of their code runs.
+    const loopDelay = new Map<string, { p50: number; p99: number; max: number }>();
+    const delay = monitorEventLoopDelay({ resolution: 1 });
     const load = (job: LoadJob) =>
       new Promise<LoadResult>((resolve, reject) => {
         let first: CpuSample | undefined;
         const onMessage = (m: { phase?: 'start' | 'end'; result?: LoadResult }) => {
-          if (m.phase === 'start') first = cpuSample(child!.pid!);
-          else if (m.phase === 'end' && first) cpu.set(job.target, cpuUse(first, cpuSample(child!.pid!)));
+          if (m.phase === 'start') {
+            first = cpuSample(child!.pid!);
+            delay.reset();
+            delay.enable();
+          } else if (m.phase === 'end' && first) {
+            cpu.set(job.target, cpuUse(first, cpuSample(child!.pid!)));
+            delay.disable();
+            loopDelay.set(job.target, { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 });
+          }
           else if (m.result) {
             child!.off('message', onMessage);
             resolve(m.result);
@@ -288,56 +364,73 @@ async function main(): Promise<void> {
       });
 
     const common = { warmupMs: warmup * 1000, durationMs: seconds * 1000 };
-    const levels = latencyConnections > 0 && latencyConnections !== connections ? [connections, latencyConnections] : [connections];
-    console.log(
-      `bench:api — node:http keep-alive clients in a child process, ${levels.join(' and ')} connections, ${warmup} s warm-up + ${seconds} s per row, ` +
-        `${availableParallelism()} cores, Node ${process.version}, EVAL_MODE ${evalMode}, PostgreSQL ${new URL(databaseUrl).host}`,
-    );
-    console.log('Workload: PUT /v2/customer_sessions/{id}, 5-line carts, 10 enabled campaigns (20 rules); new sessions, updates, 1 in 10 updates closes the session.');
-    const runs: Array<{ bare: LoadResult; ours: LoadResult; connections: number }> = [];
-    for (const c of levels) {
-      const bareResult = await load({ ...common, connections: c, target: `bare express, ${c} connections`, url: bareUrl, authorization: 'ApiKey-v1 x' });
-      const ours = await load({ ...common, connections: c, target: `Perkline, ${c} connections`, url: node.httpUrl, authorization: `ApiKey-v1 ${key.key}` });
-      runs.push({ bare: bareResult, ours, connections: c });
-    }
-
     const rps = (r: LoadResult) => r.requests / (r.elapsedMs / 1000);
     const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
     const ms = (n: number) => n.toFixed(2);
+    const low = latencyConnections > 0 && latencyConnections !== connections ? latencyConnections : 0;
+    console.log(
+      `bench:api — node:http keep-alive clients in a child process, ${connections} connections${low ? ` (and ${low})` : ''}, ${warmup} s warm-up + ${seconds} s per row, ` +
+        `${availableParallelism()} cores, Node ${process.version}, EVAL_MODE ${evalMode}, PostgreSQL ${new URL(databaseUrl).host}`,
+    );
+    console.log('Workload: PUT /v2/customer_sessions/{id}, 5-line carts, 10 enabled campaigns (20 rules); new sessions, updates, 1 in 10 updates closes the session.');
+    const perkline = { url: node.httpUrl, authorization: `ApiKey-v1 ${key.key}` };
+    const bareJob = { url: bareUrl, authorization: 'ApiKey-v1 x' };
+    // Each row with the bare row it is compared with.
+    const rows: Array<{ result: LoadResult; bare?: LoadResult }> = [];
+    const bareResult = await load({ ...common, ...bareJob, connections, target: `bare express, ${connections} connections` });
+    rows.push({ result: bareResult });
+    const saturated = await load({ ...common, ...perkline, connections, target: `Perkline, ${connections} connections` });
+    rows.push({ result: saturated, bare: bareResult });
+    let open: LoadResult | undefined;
+    if (rateShare > 0) {
+      const rate = Math.max(1, Math.round(rateShare * rps(bareResult)));
+      open = await load({ ...common, ...perkline, connections, rate, target: `Perkline, ${fmt(rate)}/s offered (${rateShare}x bare, open loop), ${connections} connections` });
+      rows.push({ result: open, bare: bareResult });
+    }
+    if (low) {
+      const lowBare = await load({ ...common, ...bareJob, connections: low, target: `bare express, ${low} connections` });
+      rows.push({ result: lowBare });
+      rows.push({ result: await load({ ...common, ...perkline, connections: low, target: `Perkline, ${low} connections` }), bare: lowBare });
+    }
+
     const errors = (r: LoadResult) =>
       Object.entries(r.statuses)
         .filter(([s]) => s !== '200')
         .map(([s, c]) => `${s === '0' ? 'network' : s}: ${c}`)
+        .concat(r.unsent ? [`not sent (no idle client): ${r.unsent}`] : [])
         .join(', ') || 'none';
-    const rows = runs.flatMap((r) => [r.bare, r.ours]);
     console.log('');
     console.log('target | requests/s | p50 ms | p99 ms | p99.9 ms | max ms | requests | errors by status | Perkline/bare');
     console.log('---|---|---|---|---|---|---|---|---');
-    for (const r of runs) {
-      for (const x of [r.bare, r.ours]) {
-        const ratio = x === r.ours ? `${(rps(r.ours) / rps(r.bare)).toFixed(2)}x` : '';
-        console.log([x.target, fmt(rps(x)), ms(x.p50), ms(x.p99), ms(x.p999), ms(x.max), fmt(x.requests), errors(x), ratio].join(' | '));
-      }
+    for (const { result: x, bare: b } of rows) {
+      console.log([x.target, fmt(rps(x)), ms(x.p50), ms(x.p99), ms(x.p999), ms(x.max), fmt(x.requests), errors(x), b ? `${(rps(x) / rps(b)).toFixed(2)}x` : ''].join(' | '));
     }
     console.log('');
     // CPU time per request does not depend much on what else runs on the machine; the shares do.
     console.log(`CPU during each window: % of one core (${availableParallelism()} cores = ${availableParallelism() * 100}%) and CPU ms per request (Linux /proc)`);
-    console.log('target | server process | load generator | postgres | other processes | iowait');
-    console.log('---|---|---|---|---|---');
-    for (const r of rows) {
+    console.log('target | server process | load generator | postgres | other processes | steal (taken by the hypervisor) | iowait | server event-loop delay p50 / p99 / max ms');
+    console.log('---|---|---|---|---|---|---|---');
+    for (const { result: r } of rows) {
       const c = cpu.get(r.target);
       if (!c) continue;
       const perRequest = (pct: number) => `${pct.toFixed(0)}% (${(((pct / 100) * 1000) / rps(r)).toFixed(3)} ms)`;
-      console.log([r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`].join(' | '));
+      const d = loopDelay.get(r.target);
+      const lag = d && r.target.startsWith('Perkline') ? `${ms(d.p50)} / ${ms(d.p99)} / ${ms(d.max)}` : '';
+      console.log([r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.steal.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`, lag].join(' | '));
     }
     console.log('');
-    const headline = runs[0]!;
-    const ratio = rps(headline.ours) / rps(headline.bare);
-    console.log(`Perkline sessions at ${headline.connections} connections: ${fmt(headline.ours.sessions)} started, ${fmt(headline.ours.closed)} closed in the measured window`);
-    console.log(
-      `Targets: throughput >= 0.30x bare at ${headline.connections} connections: ${ratio.toFixed(2)}x ${ratio >= 0.3 ? 'met' : 'MISSED'}; ` +
-        runs.map((r) => `p99 < 25 ms at ${r.connections} connections: ${ms(r.ours.p99)} ms ${r.ours.p99 < 25 ? 'met' : 'MISSED'}`).join('; '),
-    );
+    const ratio = rps(saturated) / rps(bareResult);
+    console.log(`Perkline sessions at ${connections} connections: ${fmt(saturated.sessions)} started, ${fmt(saturated.closed)} closed in the measured window`);
+    const targets = [`throughput >= 0.30x bare at ${connections} connections: ${ratio.toFixed(2)}x ${ratio >= 0.3 ? 'met' : 'MISSED'}`];
+    if (open) {
+      // Sustained: the rate asked for was served (within 2%, all requests sent).
+      const sustained = rps(open) >= 0.98 * open.offered! && !open.unsent;
+      const met = sustained && open.p99 < 25;
+      targets.push(
+        `p99 < 25 ms at ${fmt(open.offered!)}/s (${rateShare}x bare): ${ms(open.p99)} ms, ${fmt(rps(open))}/s served ${met ? 'met' : sustained ? 'MISSED' : 'MISSED (rate not sustained)'}`,
+      );
+    }
+    console.log(`Targets: ${targets.join('; ')}`);
   } finally {
     child?.removeAllListeners('exit');
     child?.kill();
@@ -352,7 +445,8 @@ async function main(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 // Where the CPU went during a window: this process, the load generator, PostgreSQL's processes,
-// everything else on the machine (other work competing for the same cores), and iowait.
+// everything else on the machine (other work competing for the same cores), the time the
+// hypervisor gave the VM's cores to someone else (steal), and iowait.
 
 interface CpuSample {
   at: number;
@@ -360,6 +454,7 @@ interface CpuSample {
   load: number;
   postgres: Map<number, number>;
   busy: number;
+  steal: number;
   iowait: number;
 }
 
@@ -368,6 +463,7 @@ interface CpuUse {
   load: number;
   postgres: number;
   other: number;
+  steal: number;
   iowait: number;
 }
 
@@ -387,6 +483,7 @@ function procTicks(pid: number | string): { comm: string; ticks: number } | unde
 function cpuSample(loadPid: number): CpuSample {
   const postgres = new Map<number, number>();
   let busy = 0;
+  let steal = 0;
   let iowait = 0;
   try {
     for (const pid of readdirSync('/proc')) {
@@ -396,13 +493,14 @@ function cpuSample(loadPid: number): CpuSample {
     }
     // cpu  user nice system idle iowait irq softirq steal
     const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    busy = f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!;
+    busy = f[0]! + f[1]! + f[2]! + f[5]! + f[6]!;
+    steal = f[7]!;
     iowait = f[4]!;
   } catch {
     // not Linux: only this process is measured
   }
   const u = process.cpuUsage();
-  return { at: performance.now(), server: (u.user + u.system) / 1e6, load: (procTicks(loadPid)?.ticks ?? 0) * TICK_S, postgres, busy, iowait };
+  return { at: performance.now(), server: (u.user + u.system) / 1e6, load: (procTicks(loadPid)?.ticks ?? 0) * TICK_S, postgres, busy, steal, iowait };
 }
 
 function cpuUse(a: CpuSample, b: CpuSample): CpuUse {
@@ -413,7 +511,7 @@ function cpuUse(a: CpuSample, b: CpuSample): CpuUse {
   const load = b.load - a.load;
   const busy = (b.busy - a.busy) * TICK_S;
   const pct = (s: number) => (100 * s) / wall;
-  return { server: pct(server), load: pct(load), postgres: pct(pg), other: pct(Math.max(0, busy - server - load - pg)), iowait: pct((b.iowait - a.iowait) * TICK_S) };
+  return { server: pct(server), load: pct(load), postgres: pct(pg), other: pct(Math.max(0, busy - server - load - pg)), steal: pct((b.steal - a.steal) * TICK_S), iowait: pct((b.iowait - a.iowait) * TICK_S) };
 }
 
 // Last, so that every declaration above is initialised.
