@@ -388,7 +388,16 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
   const stats: Stats[] = [];
   const round = options.round ?? ((n: number) => n);
   const keep = options.keepCounts ?? false;
+  // The ledgers are locked together, in the commits' order and where a commit locks them (after
+  // the other counters): a shared card's ledger may be rolled back while another profile's close
+  // writes it and its own ledger.
+  const ledgers = new Map(counters.filter((k): k is LoyaltyCounter => k.t === 'loyalty').map((k) => [keyOf(counterKey(k)), counterKey(k)]));
+  let ledgersLocked = false;
   for (const k of counters) {
+    if (k.t === 'loyalty' && !ledgersLocked) {
+      for (const key of [...ledgers.keys()].sort()) await lockLedger(tx, ledgers.get(key)!, { integrationId: '', now: options.now ?? new Date(), create: false });
+      ledgersLocked = true;
+    }
     const share = Math.min(1, Math.max(0, options.share?.(k.campaignId) ?? 1));
     const back = (amount: number) => (share >= 1 ? amount : round(amount * share));
     switch (k.t) {
@@ -514,6 +523,8 @@ export interface LedgerWrite {
 }
 
 type LoyaltyCounter = Extract<CounterEntry, { t: 'loyalty' }>;
+/** The order every writer of several ledgers locks them in, so that concurrent writers cannot deadlock. */
+const keyOf = (k: LedgerKey) => `${String(k.programId).padStart(10, '0')}|${k.cardId !== undefined ? 'c' : 'p'}${String(k.cardId ?? k.profileId).padStart(20, '0')}|${k.subledgerId}`;
 const counterKey = (k: LoyaltyCounter): LedgerKey =>
   k.cardId !== undefined ? { programId: k.programId, cardId: k.cardId, subledgerId: k.subledgerId } : { programId: k.programId, profileId: k.profileId, subledgerId: k.subledgerId };
 
@@ -587,7 +598,6 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
     items.push({ e, key: { programId: program.id, profileId, subledgerId }, owner: recipient });
   }
   // Lock every ledger first, in one order, so that concurrent commits cannot deadlock.
-  const keyOf = (k: LedgerKey) => `${String(k.programId).padStart(10, '0')}|${k.cardId !== undefined ? 'c' : 'p'}${String(k.cardId ?? k.profileId).padStart(20, '0')}|${k.subledgerId}`;
   const ledgers = new Map<string, Item>();
   for (const i of items) if (!ledgers.has(keyOf(i.key))) ledgers.set(keyOf(i.key), i);
   const order = [...ledgers.keys()].sort();
