@@ -105,7 +105,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -168,7 +168,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -228,7 +228,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -295,7 +295,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -374,7 +374,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -394,7 +394,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
                 achievementId: number;
             };
@@ -551,6 +551,7 @@ export interface components {
             additionalCosts?: components["schemas"]["AdditionalCosts"];
         };
         NewCustomerSessionV2: {
+            /** @description The profile's integration ID (at most 500 characters); empty for an anonymous session. */
             profileId?: string;
             storeIntegrationId?: string;
             evaluableCampaignIds?: number[];
@@ -1152,7 +1153,7 @@ export interface components {
     parameters: {
         /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
         couponValue: string;
-        /** @description The profile's integration ID; stable, it never changes. */
+        /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
         profileIntegrationId: string;
         /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
         idempotencyKey: string;
@@ -1382,7 +1383,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
             };
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1483,7 +1484,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1587,7 +1588,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1715,7 +1716,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1842,7 +1843,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1880,7 +1881,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 500 characters. */
                 integrationId: components["parameters"]["profileIntegrationId"];
                 achievementId: number;
             };

@@ -512,7 +512,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;
@@ -536,7 +536,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;
@@ -557,7 +557,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;
@@ -1136,7 +1136,7 @@ export interface components {
             numberOfCoupons: number;
             /** @description Prepended to every code. */
             uniquePrefix?: string;
-            /** @description Only this profile may redeem the coupons. */
+            /** @description Only this profile may redeem the coupons (its integration ID */
             recipientIntegrationId?: string;
         };
         UpdateCouponBatch: components["schemas"]["CouponFields"] & {
@@ -3277,7 +3277,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;
@@ -3305,7 +3305,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;
@@ -3335,7 +3335,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 500 characters). */
                 integrationID: string;
             };
             cookie?: never;

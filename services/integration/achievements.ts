@@ -17,7 +17,7 @@
 //   `allowRollbackAfterCompletion` is false.
 import type { AppRef, CustomerAchievementHistoryCall, CustomerAchievementsCall } from '../actors/port.js';
 import type { Effect } from '../engine/index.js';
-import { badRequest, notFound, type Clock } from '../shared/index.js';
+import { badRequest, notFound, profileIdProblem, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { loadProfile } from './repository.js';
 
@@ -293,7 +293,7 @@ export class AchievementService {
   ) {}
 
   private async requireProfile(app: AppRef, integrationId: string): Promise<void> {
-    if (typeof integrationId !== 'string' || integrationId === '' || integrationId.length > 1000 || integrationId.includes('\u0000')) {
+    if (typeof integrationId !== 'string' || integrationId === '' || profileIdProblem(integrationId) || integrationId.includes('\u0000')) {
       throw badRequest('integrationId must be a non-empty string', '/path/integrationId');
     }
     const profile = await loadProfile(this.db, app.accountId, integrationId);
