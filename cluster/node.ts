@@ -199,7 +199,9 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
     });
     const dropSessions = events.subscribe((change) => {
-      if (change.kind === 'sessions') for (const id of change.sessionIds ?? []) actors.dropCached(`s:${change.applicationId}:${id}`);
+      if (change.kind !== 'sessions') return;
+      if (change.sessionIds === undefined) actors.dropCachedWhere((key) => key.startsWith(`s:${change.applicationId}:`));
+      else for (const id of change.sessionIds) actors.dropCached(`s:${change.applicationId}:${id}`);
     });
     cleanups.push(dropSessions);
     const apiKeys = new ApiKeyResolver(management);
