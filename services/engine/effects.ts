@@ -213,6 +213,7 @@ const effects: Record<string, EffectDef> = {
       const a = ctxOf(env, 'increaseAchievementProgress').input.facts?.achievements?.[achievementId];
       if (!a) throw new EvalError(`unknown achievement ${achievementId}`);
       const d = positive(delta, 'delta');
+      if (a.active === false) return undefined;
       const value = a.progress + d;
       return {
         effectType: 'increaseAchievementProgress',
