@@ -345,9 +345,11 @@ export class AchievementService {
   ) {}
 
   private async requireProfile(app: AppRef, integrationId: string): Promise<void> {
-    if (typeof integrationId !== 'string' || integrationId === '' || profileIdProblem(integrationId) || integrationId.includes('\u0000')) {
-      throw badRequest('integrationId must be a non-empty string', '/path/integrationId');
+    if (typeof integrationId !== 'string' || integrationId === '' || integrationId.includes('\u0000')) {
+      throw badRequest('integrationId must be a non-empty string without NUL', '/path/integrationId');
     }
+    const problem = profileIdProblem(integrationId);
+    if (problem) throw badRequest(`integrationId ${problem}`, '/path/integrationId');
     const profile = await loadProfile(this.db, app.accountId, integrationId);
     if (!profile) throw notFound('Customer profile', '/path/integrationId');
   }

@@ -368,6 +368,27 @@ describe('profile integration IDs past the limit', () => {
     }
   });
 
+  it('makes no coupon or referral for a profile ID past the limit that a rule names, and the close succeeds (no 500)', async () => {
+    await addCampaign(t.admin, shop.applicationId, [
+      rule(['=', ['.', 'Session', 'State'], 'closed'], [['createCoupon', { recipient: ['.', 'Session', 'Attributes', 'who'] }]], 'coupon for who'),
+      rule(['=', ['.', 'Session', 'State'], 'closed'], [['createReferral', { friendProfileIntegrationId: ['.', 'Session', 'Attributes', 'who'] }]], 'referral for who'),
+    ]);
+    const close = (id: string, who: string) =>
+      shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: id } },
+        body: { customerSession: { profileId: 'rule-buyer', state: 'closed', attributes: { who } } },
+      });
+    const wide = await close('rule-wide', tooWide);
+    expect(wide.response.status).toBe(200);
+    const state = unwrap(wide) as { createdCoupons: unknown[]; createdReferrals: unknown[] };
+    expect(state.createdCoupons).toEqual([]);
+    expect(state.createdReferrals).toEqual([]);
+    expect((await t.node.db.query(`SELECT 1 FROM coupons WHERE recipient_integration_id = $1`, [tooWide])).length).toBe(0);
+    const fine = unwrap(await close('rule-fine', 'someone')) as { createdCoupons: Array<{ recipientIntegrationId?: string }>; createdReferrals: Array<{ friendProfileIntegrationId?: string }> };
+    expect(fine.createdCoupons.map((c) => c.recipientIntegrationId)).toEqual(['someone']);
+    expect(fine.createdReferrals.map((r) => r.friendProfileIntegrationId)).toEqual(['someone']);
+  });
+
   it('takes 1000 one-byte characters, as before', async () => {
     const id = 'y'.repeat(1000);
     const r = unwrap(await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'limit-ok' } }, body: { customerSession: { profileId: id }, responseContent: ['customerProfile'] } }));
