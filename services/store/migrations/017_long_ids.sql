@@ -5,10 +5,10 @@
 -- stay exact. A limit counter's entity (profile ID, session identifier and coupon code together)
 -- is keyed the same way. Profile IDs keep plain indexes: their length is limited by the API.
 
--- SHA-256 of a text's bytes (in the database's encoding, UTF-8). convert_to() is only STABLE, which a
--- generated column or an index may not use; decode(..., 'escape') gives back the same bytes once
--- every backslash is doubled, with IMMUTABLE functions only, so the planner inlines this and a
--- lookup costs one hash.
+-- SHA-256 of a text's bytes (in the database's encoding, UTF-8). convert_to() is only STABLE,
+-- which a generated column or an index may not use; decode(..., 'escape') gives back the same
+-- bytes once every backslash is doubled, with IMMUTABLE functions only, so the planner inlines
+-- this and a lookup costs one hash.
 CREATE FUNCTION text_sha256(t text) RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE
   AS $$ SELECT sha256(decode(replace(t, E'\\', E'\\\\'), 'escape')) $$;
 
