@@ -46,6 +46,7 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
     logLevel: level as LogLevel | undefined,
     smtpUrl: str('SMTP_URL'),
     mailFrom: str('MAIL_FROM'),
+    maxHeaderBytes: int('MAX_HEADER_BYTES'),
   };
   // Leave unset options out so each component's documented default applies.
   for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];

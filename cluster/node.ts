@@ -92,7 +92,15 @@ export interface NodeOptions {
   accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
   actorBeforeRun?: (key: string) => Promise<void>;
+  /**
+   * Most bytes of a request's line and headers (default 1 MiB). Session IDs have no length limit
+   * and travel in the path, percent-encoded (up to 12 bytes a character): node's 16 KiB default
+   * refused (431) IDs past about 1,300 four-byte characters.
+   */
+  maxHeaderBytes?: number;
 }
+
+const DEFAULT_MAX_HEADER_BYTES = 1024 * 1024;
 
 export interface RunningNode {
   nodeId: string;
@@ -191,7 +199,9 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
     });
     const dropSessions = events.subscribe((change) => {
-      if (change.kind === 'sessions') for (const id of change.sessionIds ?? []) actors.dropCached(`s:${change.applicationId}:${id}`);
+      if (change.kind !== 'sessions') return;
+      if (change.sessionIds === undefined) actors.dropCachedWhere((key) => key.startsWith(`s:${change.applicationId}:`));
+      else for (const id of change.sessionIds) actors.dropCached(`s:${change.applicationId}:${id}`);
     });
     cleanups.push(dropSessions);
     const apiKeys = new ApiKeyResolver(management);
@@ -298,7 +308,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         accessLogDropped: () => accessLog?.stats().dropped ?? 0,
       },
     });
-    const server: Server = createServer(handle);
+    const server: Server = createServer({ maxHeaderSize: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES }, handle);
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -105,7 +105,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -168,7 +168,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -228,7 +228,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -295,7 +295,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -374,7 +374,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -394,7 +394,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
                 achievementId: number;
             };
@@ -551,6 +551,7 @@ export interface components {
             additionalCosts?: components["schemas"]["AdditionalCosts"];
         };
         NewCustomerSessionV2: {
+            /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8); empty for an anonymous session. */
             profileId?: string;
             storeIntegrationId?: string;
             evaluableCampaignIds?: number[];
@@ -1107,8 +1108,11 @@ export interface components {
             endDate?: string;
             allowRollbackAfterCompletion: boolean;
             campaignId: number;
-            /** @enum {string} */
-            status: "active" | "scheduled";
+            /**
+             * @description `expired`: its endDate or its campaign's endTime has passed; `inactive`: its campaign is disabled or archived; `scheduled`: before its fixedStartDate or its campaign's startTime. Only an active achievement takes progress.
+             * @enum {string}
+             */
+            status: "active" | "scheduled" | "expired" | "inactive";
             currentProgress: components["schemas"]["AchievementProgress"];
         };
         NewAudience: {
@@ -1152,7 +1156,7 @@ export interface components {
     parameters: {
         /** @description The coupon's code (URL-encoded), matched under the Application's caseSensitivity. */
         couponValue: string;
-        /** @description The profile's integration ID; stable, it never changes. */
+        /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
         profileIntegrationId: string;
         /** @description Makes the write idempotent; the response is replayed for 24 hours (at most 255 characters). */
         idempotencyKey: string;
@@ -1382,7 +1386,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
             };
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1483,7 +1487,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1587,7 +1591,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1715,7 +1719,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1834,7 +1838,7 @@ export interface operations {
                 campaignIds?: string;
                 /** @description Comma-separated achievement IDs. */
                 achievementIds?: string;
-                /** @description Comma-separated `active`, `scheduled` (default only active). */
+                /** @description Comma-separated `active`, `scheduled`, `expired` (the achievement's endDate or its campaign's endTime has passed), `inactive` (its campaign is disabled or archived); default only active. */
                 achievementStatus?: string;
                 currentProgressStatus?: "inprogress" | "completed" | "not_started";
                 pageSize?: number;
@@ -1842,7 +1846,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
             };
             cookie?: never;
@@ -1880,7 +1884,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The profile's integration ID; stable, it never changes. */
+                /** @description The profile's integration ID; stable, it never changes. At most 1000 characters and 2000 bytes of UTF-8. */
                 integrationId: components["parameters"]["profileIntegrationId"];
                 achievementId: number;
             };

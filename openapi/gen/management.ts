@@ -512,7 +512,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;
@@ -536,7 +536,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;
@@ -557,7 +557,7 @@ export interface paths {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;
@@ -1136,7 +1136,7 @@ export interface components {
             numberOfCoupons: number;
             /** @description Prepended to every code. */
             uniquePrefix?: string;
-            /** @description Only this profile may redeem the coupons. */
+            /** @description Only this profile may redeem the coupons (its integration ID */
             recipientIntegrationId?: string;
         };
         UpdateCouponBatch: components["schemas"]["CouponFields"] & {
@@ -1647,8 +1647,11 @@ export interface components {
             endDate?: string;
             allowRollbackAfterCompletion: boolean;
             campaignId: number;
-            /** @enum {string} */
-            status: "active" | "scheduled";
+            /**
+             * @description `expired`: its endDate or its campaign's endTime has passed; `inactive`: its campaign is disabled or archived; `scheduled`: before its fixedStartDate or its campaign's startTime. Only an active achievement takes progress.
+             * @enum {string}
+             */
+            status: "active" | "scheduled" | "expired" | "inactive";
         };
     };
     responses: {
@@ -3277,7 +3280,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;
@@ -3305,7 +3308,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;
@@ -3335,7 +3338,7 @@ export interface operations {
             header?: never;
             path: {
                 programID: number;
-                /** @description The profile's integration ID. */
+                /** @description The profile's integration ID (at most 1000 characters and 2000 bytes of UTF-8). */
                 integrationID: string;
             };
             cookie?: never;

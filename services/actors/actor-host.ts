@@ -119,6 +119,10 @@ export class ActorHost {
     this.cache.delete(key);
   }
 
+  dropCachedWhere(matches: (key: string) => boolean): void {
+    for (const key of this.cache.keys()) if (matches(key)) this.cache.delete(key);
+  }
+
   /** Forgets every cached state of a shard: another node may change it from now on. */
   dropShard(shard: number): void {
     for (const [key, entry] of this.cache) if (entry.shard === shard) this.cache.delete(key);

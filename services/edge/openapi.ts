@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { _, Ajv2020, str, type ErrorObject, type KeywordCxt, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { parse as parseYaml } from 'yaml';
@@ -44,6 +44,8 @@ export function loadOperations(files: readonly string[] = ['integration.yaml', '
     const ajvParams = new Ajv2020({ strict: false, allErrors: true, coerceTypes: true, useDefaults: true });
     addFormats(ajvBody);
     addFormats(ajvParams);
+    ajvBody.addKeyword(maxUtf8Bytes);
+    ajvParams.addKeyword(maxUtf8Bytes);
     if (file === 'management.yaml') {
       ajvBody.addFormat('date-time', storableDateTime);
       ajvParams.addFormat('date-time', storableDateTime);
@@ -114,6 +116,25 @@ const storableDateTime = {
     if (Number.isNaN(t)) return false;
     const year = new Date(t).getUTCFullYear();
     return year >= 1 && year <= 9999;
+  },
+};
+
+/**
+ * `x-maxUtf8Bytes`: the most bytes a string takes in UTF-8. Profile integration IDs are B-tree
+ * index keys in many tables, and an index entry holds about 2,700 bytes: 1000 characters
+ * (`maxLength`) may be 4,000 bytes. Checked here, every place a profile ID enters refuses one that
+ * cannot be stored with a 400 on its pointer, never a failed insert.
+ */
+const maxUtf8Bytes = {
+  keyword: 'x-maxUtf8Bytes',
+  type: 'string' as const,
+  schemaType: 'number' as const,
+  code(cxt: KeywordCxt) {
+    cxt.fail(_`Buffer.byteLength(${cxt.data}, 'utf8') > ${cxt.schema as number}`);
+  },
+  error: {
+    message: ({ schema }: { schema: unknown }) => str`must not have more than ${String(schema)} bytes of UTF-8`,
+    params: ({ schema }: { schema: unknown }) => _`{limit: ${Number(schema)}}`,
   },
 };
 

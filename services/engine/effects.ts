@@ -3,6 +3,7 @@ import { compileExpr, type Scope } from './compile.js';
 import { addDuration, isDuration } from './calendar.js';
 import { generateCode, transactionId } from './codes.js';
 import { applyTo, startBlock, type Env, type EvalContext, type Fn } from './runtime.js';
+import { profileIdProblem } from '../shared/index.js';
 import { EvalError } from './types.js';
 import { formatTime, parseTime, typeName } from './values.js';
 
@@ -49,6 +50,12 @@ const optString = (o: Record<string, unknown>, key: string): string | undefined 
   const v = o[key];
   if (v === undefined || v === null) return undefined;
   return str(v, key);
+};
+/** A profile ID a rule names: it is stored under an index, so it must be one the API would take. */
+const profileIdOf = (id: string | undefined, what: string): string | undefined => {
+  const problem = id === undefined ? undefined : profileIdProblem(id);
+  if (problem) throw new EvalError(`${what} ${problem}`);
+  return id;
 };
 const profileOf = (env: Env): string => String((env.roots.Session as { ProfileId?: unknown } | undefined)?.ProfileId ?? '');
 const idOf = (v: unknown, what: string): string => {
@@ -133,7 +140,7 @@ const effects: Record<string, EffectDef> = {
       const usageLimit = o.usageLimit === undefined ? 1 : num(o.usageLimit, 'usageLimit');
       const discountLimit = o.discountLimit === undefined ? 0 : num(o.discountLimit, 'discountLimit');
       const expiryDate = after(env, optString(o, 'expiryDuration'), 'expiryDuration');
-      const recipient = optString(o, 'recipient') ?? profileOf(env);
+      const recipient = profileIdOf(optString(o, 'recipient'), 'recipient') ?? profileOf(env);
       const value = generateCode(ctx, ctx.campaign.couponSettings);
       return {
         effectType: 'couponCreated',
@@ -146,7 +153,7 @@ const effects: Record<string, EffectDef> = {
     optional: 1,
     emit: ([opts], env) => {
       const ctx = ctxOf(env, 'createReferral');
-      const friend = optString(options(opts), 'friendProfileIntegrationId');
+      const friend = profileIdOf(optString(options(opts), 'friendProfileIntegrationId'), 'friendProfileIntegrationId');
       return {
         effectType: 'referralCreated',
         props: {
@@ -213,6 +220,7 @@ const effects: Record<string, EffectDef> = {
       const a = ctxOf(env, 'increaseAchievementProgress').input.facts?.achievements?.[achievementId];
       if (!a) throw new EvalError(`unknown achievement ${achievementId}`);
       const d = positive(delta, 'delta');
+      if (a.active === false) return undefined;
       const value = a.progress + d;
       return {
         effectType: 'increaseAchievementProgress',

@@ -98,7 +98,12 @@ export interface EvaluationFacts {
   coupons?: CouponFact[];
   referral?: ReferralFact;
   audiences?: Record<string, { name: string }>;
-  achievements?: Record<string, { name: string; target: number; progress: number }>;
+  /**
+   * Achievements by id with the profile's current progress. `active: false`: the achievement takes
+   * no progress now (its campaign is disabled, archived or out of its window, its endDate passed,
+   * or its fixed schedule has not started), so increaseAchievementProgress emits nothing for it.
+   */
+  achievements?: Record<string, { name: string; target: number; progress: number; active?: boolean }>;
   webhooks?: Record<string, { name: string }>;
   limits?: LimitFact[];
   /**

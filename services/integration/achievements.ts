@@ -11,13 +11,19 @@
 // - `no_recurrence`: once the one run ends no progress is counted any more. `on_expiration`: the
 //   next progress after the end starts a new run.
 // - A completed run takes no more progress until it ends.
+// - An achievement's status (spec: `active`, `scheduled`; the hosted API adds `expired`) follows it
+//   and its campaign: `expired` once its endDate or its campaign's endTime has passed, `inactive`
+//   while its campaign is disabled or archived, `scheduled` before its fixedStartDate or its
+//   campaign's startTime, `active` otherwise. Only an active achievement takes progress. A run ends
+//   no later than the achievement's endDate and its campaign's endTime, even one begun before either
+//   was moved earlier (a customer's challenge is over when the achievement or its campaign is).
 // - Progress becomes final with the commit of the session close (or at once for profile updates
 //   and events), under the row lock of achievement_profiles (so parallel closes of one profile
 //   add up exactly). A cancel or reopen gives the progress back, except from a completed run when
 //   `allowRollbackAfterCompletion` is false.
 import type { AppRef, CustomerAchievementHistoryCall, CustomerAchievementsCall } from '../actors/port.js';
 import type { Effect } from '../engine/index.js';
-import { badRequest, notFound, type Clock } from '../shared/index.js';
+import { badRequest, notFound, profileIdProblem, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { loadProfile } from './repository.js';
 
@@ -105,6 +111,46 @@ export function newRunBounds(a: Record<string, unknown>, latest: Record<string, 
 export const isCurrent = (run: Record<string, unknown> | undefined, now: Date): boolean =>
   run !== undefined && (run.end_date == null || time(run.end_date) > now.getTime());
 
+/**
+ * The run as it stands under the achievement's endDate and its campaign's endTime (a row with
+ * ACHIEVEMENT_CAMPAIGN_COLUMNS): a run begun before either was moved earlier ends there too.
+ */
+export function boundedRun<T extends Record<string, unknown> | undefined>(run: T, a: Record<string, unknown>): T {
+  if (!run) return run;
+  let end = run.end_date;
+  for (const limit of [a.end_date, a.campaign_end_time]) if (limit != null && (end == null || time(limit) < time(end))) end = limit;
+  return end === run.end_date ? run : { ...run, end_date: end };
+}
+
+export type AchievementStatus = 'active' | 'scheduled' | 'expired' | 'inactive';
+export const ACHIEVEMENT_STATUSES: readonly AchievementStatus[] = ['active', 'scheduled', 'expired', 'inactive'];
+
+/** What of its campaign an achievement's status depends on (columns of a campaigns row). */
+export interface AchievementCampaign {
+  state: unknown;
+  start_time?: unknown;
+  end_time?: unknown;
+}
+
+/** SQL: the campaign columns of an achievement `a` joined with its campaign `c`, as campaignOf reads them. */
+export const ACHIEVEMENT_CAMPAIGN_COLUMNS = 'c.state AS campaign_state, c.start_time AS campaign_start_time, c.end_time AS campaign_end_time';
+export const campaignOf = (row: Record<string, unknown>): AchievementCampaign => ({
+  state: row.campaign_state,
+  start_time: row.campaign_start_time,
+  end_time: row.campaign_end_time,
+});
+
+/** The achievement's status at `now` (see the decisions above). */
+export function achievementStatusOf(a: Record<string, unknown>, campaign: AchievementCampaign, now: Date): AchievementStatus {
+  const t = now.getTime();
+  const passed = (v: unknown) => v != null && time(v) <= t;
+  const ahead = (v: unknown) => v != null && time(v) > t;
+  if (passed(a.end_date) || passed(campaign.end_time)) return 'expired';
+  if (campaign.state !== 'enabled') return 'inactive';
+  if ((a.activation_policy === 'fixed_schedule' && ahead(a.fixed_start_date)) || ahead(campaign.start_time)) return 'scheduled';
+  return 'active';
+}
+
 /** A run's status at `now`: `completed`, `expired` (ended without completion) or `inprogress`. */
 export function runStatus(run: Record<string, unknown>, now: Date): 'completed' | 'expired' | 'inprogress' {
   if (run.completion_date != null) return 'completed';
@@ -142,20 +188,23 @@ export async function loadAchievementFacts(
   campaignIds: readonly number[],
   profileId: string,
   now: Date,
-): Promise<Record<string, { name: string; target: number; progress: number }>> {
+): Promise<Record<string, { name: string; target: number; progress: number; active?: boolean }>> {
   if (campaignIds.length === 0) return {};
   const rows = await db.query(
-    `SELECT a.id, a.name, a.target, r.progress, r.end_date
+    `SELECT a.*, ${ACHIEVEMENT_CAMPAIGN_COLUMNS}, to_jsonb(r.*) AS latest
        FROM achievements a
+       JOIN campaigns c ON c.id = a.campaign_id
        LEFT JOIN LATERAL (SELECT progress, end_date FROM achievement_progress p
                            WHERE p.achievement_id = a.id AND p.integration_id = $3 AND $3 <> '' ORDER BY p.id DESC LIMIT 1) r ON true
       WHERE a.application_id = $1 AND a.campaign_id = ANY($2::int[])`,
     [applicationId, [...campaignIds], profileId],
   );
-  const out: Record<string, { name: string; target: number; progress: number }> = {};
-  for (const r of rows) {
-    const current = r.progress != null && isCurrent(r, now);
-    out[String(r.id)] = { name: String(r.name), target: Number(r.target), progress: current ? Number(r.progress) : 0 };
+  const out: Record<string, { name: string; target: number; progress: number; active?: boolean }> = {};
+  for (const a of rows) {
+    const latest = boundedRun((a.latest as Record<string, unknown> | null) ?? undefined, a);
+    const progress = latest && isCurrent(latest, now) ? Number(latest.progress) : 0;
+    const active = achievementStatusOf(a, campaignOf(a), now) === 'active';
+    out[String(a.id)] = { name: String(a.name), target: Number(a.target), progress, ...(active ? {} : { active: false }) };
   }
   return out;
 }
@@ -189,8 +238,13 @@ export async function commitAchievementProgress(
   const out: AchievementEntry[] = [];
   const at = now.toISOString();
   for (const item of items) {
-    const [a] = await tx.query(`SELECT * FROM achievements WHERE id = $1 AND application_id = $2`, [item.achievementId, applicationId]);
-    if (!a) continue;
+    const [a] = await tx.query(
+      `SELECT a.*, ${ACHIEVEMENT_CAMPAIGN_COLUMNS} FROM achievements a JOIN campaigns c ON c.id = a.campaign_id WHERE a.id = $1 AND a.application_id = $2`,
+      [item.achievementId, applicationId],
+    );
+    // An achievement that is not active takes no progress, whoever's rule adds it (and whatever
+    // an evaluation made before its campaign was disabled still carries).
+    if (!a || achievementStatusOf(a, campaignOf(a), now) !== 'active') continue;
     await tx.query(
       `INSERT INTO achievement_profiles (achievement_id, integration_id, touched) VALUES ($1, $2, $3)
        ON CONFLICT (achievement_id, integration_id) DO UPDATE SET touched = EXCLUDED.touched`,
@@ -200,7 +254,7 @@ export async function commitAchievementProgress(
       item.achievementId,
       profileId,
     ]);
-    let run = isCurrent(latest, now) ? latest : undefined;
+    let run = isCurrent(boundedRun(latest, a), now) ? latest : undefined;
     if (!run) {
       const bounds = newRunBounds(a, latest, now);
       if (!bounds) continue;
@@ -251,12 +305,8 @@ function page(pageSize: number | undefined, skip: number | undefined): { pageSiz
   return { pageSize: size, skip: s };
 }
 
-export function achievementStatusOf(a: Record<string, unknown>, now: Date): 'active' | 'scheduled' {
-  return a.activation_policy === 'fixed_schedule' && a.fixed_start_date != null && time(a.fixed_start_date) > now.getTime() ? 'scheduled' : 'active';
-}
-
 /** The definition fields of an achievement (shared with the Management view). */
-export function achievementFields(a: Record<string, unknown>, now: Date): Record<string, unknown> {
+export function achievementFields(a: Record<string, unknown>, campaign: AchievementCampaign, now: Date): Record<string, unknown> {
   return {
     id: Number(a.id),
     created: iso(a.created),
@@ -272,17 +322,19 @@ export function achievementFields(a: Record<string, unknown>, now: Date): Record
     ...(a.end_date != null ? { endDate: iso(a.end_date) } : {}),
     allowRollbackAfterCompletion: a.allow_rollback_after_completion === true,
     campaignId: Number(a.campaign_id),
-    status: achievementStatusOf(a, now),
+    status: achievementStatusOf(a, campaign, now),
   };
 }
 
 /** The profile's current progress on an achievement, from its latest run. */
-export function currentProgressOf(a: Record<string, unknown>, latest: Record<string, unknown> | undefined, now: Date): Record<string, unknown> {
+export function currentProgressOf(a: Record<string, unknown>, stored: Record<string, unknown> | undefined, now: Date): Record<string, unknown> {
+  const latest = boundedRun(stored, a);
   if (!latest) return { status: 'not_started', progress: 0 };
   const status = runStatus(latest, now);
   if (status === 'inprogress' || (status === 'completed' && isCurrent(latest, now))) return runView(latest, now);
   // The run is over: with on_expiration the next progress starts a new one.
-  if (a.recurrence_policy === 'on_expiration' && (a.end_date == null || time(a.end_date) > now.getTime())) return { status: 'not_started', progress: 0 };
+  const over = [a.end_date, a.campaign_end_time].some((v) => v != null && time(v) <= now.getTime());
+  if (a.recurrence_policy === 'on_expiration' && !over) return { status: 'not_started', progress: 0 };
   return runView(latest, now);
 }
 
@@ -293,9 +345,11 @@ export class AchievementService {
   ) {}
 
   private async requireProfile(app: AppRef, integrationId: string): Promise<void> {
-    if (typeof integrationId !== 'string' || integrationId === '' || integrationId.length > 1000 || integrationId.includes('\u0000')) {
-      throw badRequest('integrationId must be a non-empty string', '/path/integrationId');
+    if (typeof integrationId !== 'string' || integrationId === '' || integrationId.includes('\u0000')) {
+      throw badRequest('integrationId must be a non-empty string without NUL', '/path/integrationId');
     }
+    const problem = profileIdProblem(integrationId);
+    if (problem) throw badRequest(`integrationId ${problem}`, '/path/integrationId');
     const profile = await loadProfile(this.db, app.accountId, integrationId);
     if (!profile) throw notFound('Customer profile', '/path/integrationId');
   }
@@ -305,7 +359,9 @@ export class AchievementService {
     const campaignIds = idList(call.campaignIds, '/query/campaignIds');
     const achievementIds = idList(call.achievementIds, '/query/achievementIds');
     const statuses = call.achievementStatus === undefined ? ['active'] : call.achievementStatus.split(',').map((s) => s.trim());
-    if (statuses.some((s) => s !== 'active' && s !== 'scheduled')) throw badRequest('achievementStatus must be active or scheduled', '/query/achievementStatus');
+    if (statuses.some((s) => !(ACHIEVEMENT_STATUSES as readonly string[]).includes(s))) {
+      throw badRequest(`achievementStatus must be a comma-separated list of ${ACHIEVEMENT_STATUSES.join(', ')}`, '/query/achievementStatus');
+    }
     const progressStatus = call.currentProgressStatus;
     if (progressStatus !== undefined && !['inprogress', 'completed', 'not_started'].includes(progressStatus)) {
       throw badRequest('currentProgressStatus must be inprogress, completed or not_started', '/query/currentProgressStatus');
@@ -314,8 +370,9 @@ export class AchievementService {
     await this.requireProfile(call.app, call.integrationId);
     const now = this.clock.now();
     const rows = await this.db.query(
-      `SELECT a.*, to_jsonb(r.*) AS latest
+      `SELECT a.*, ${ACHIEVEMENT_CAMPAIGN_COLUMNS}, to_jsonb(r.*) AS latest
          FROM achievements a
+         JOIN campaigns c ON c.id = a.campaign_id
          LEFT JOIN LATERAL (SELECT * FROM achievement_progress p
                              WHERE p.achievement_id = a.id AND p.integration_id = $2 ORDER BY p.id DESC LIMIT 1) r ON true
         WHERE a.application_id = $1
@@ -327,7 +384,7 @@ export class AchievementService {
     const all = rows
       .map((a) => {
         const latest = (a.latest as Record<string, unknown> | null) ?? undefined;
-        return { ...achievementFields(a, now), currentProgress: currentProgressOf(a, latest, now) };
+        return { ...achievementFields(a, campaignOf(a), now), currentProgress: currentProgressOf(a, latest, now) };
       })
       .filter((a) => statuses.includes((a as Record<string, unknown>).status as string))
       .filter((a) => progressStatus === undefined || (a.currentProgress as { status: string }).status === progressStatus);
@@ -348,7 +405,10 @@ export class AchievementService {
     }
     const { pageSize, skip } = page(call.pageSize, call.skip);
     await this.requireProfile(call.app, call.integrationId);
-    const [a] = await this.db.query(`SELECT id FROM achievements WHERE id = $1 AND application_id = $2`, [call.achievementId, call.app.applicationId]);
+    const [a] = await this.db.query(
+      `SELECT a.id, a.end_date, ${ACHIEVEMENT_CAMPAIGN_COLUMNS} FROM achievements a JOIN campaigns c ON c.id = a.campaign_id WHERE a.id = $1 AND a.application_id = $2`,
+      [call.achievementId, call.app.applicationId],
+    );
     if (!a) throw notFound('Achievement', '/path/achievementId');
     const now = this.clock.now();
     const rows = await this.db.query(
@@ -359,7 +419,7 @@ export class AchievementService {
         ORDER BY id DESC`,
       [call.achievementId, call.integrationId, call.startDate ?? null, call.endDate ?? null],
     );
-    const all = rows.map((r) => runView(r, now)).filter((r) => call.progressStatus === undefined || r.status === call.progressStatus);
+    const all = rows.map((r) => runView(boundedRun(r, a), now)).filter((r) => call.progressStatus === undefined || r.status === call.progressStatus);
     return { totalResultSize: all.length, data: all.slice(skip, skip + pageSize) };
   }
 }

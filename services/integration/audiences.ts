@@ -6,7 +6,7 @@
 // None of these calls needs an actor's ordering: every change is a single set-based statement in
 // a transaction, and rows are locked in a fixed order (profiles, then memberships, by id).
 import type { AudienceCall, JsonObject } from '../actors/port.js';
-import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
+import { AppError, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { remember, withIdempotency, type IdempotencyScope } from './idempotency.js';
 
@@ -59,11 +59,6 @@ export class AudienceService {
       createdIn3rdParty?: boolean;
       lastUpdate?: string;
     };
-    // (integration, integrationId) is a unique index key: 1000 characters each fit the schema but,
-    // in multi-byte text, not a B-tree index row (2704 bytes).
-    if (Buffer.byteLength(b.integration ?? '', 'utf8') + Buffer.byteLength(b.integrationId ?? '', 'utf8') > 2000) {
-      throw badRequest('`integration` and `integrationId` take at most 2000 bytes of UTF-8 together', '/integrationId');
-    }
     try {
       return await this.write(call, 'createAudience', async (tx) => {
         const [row] = await tx.query(

@@ -6,6 +6,12 @@
 // Version check: a catalog starts at version 0; a sync must carry a `version` greater than the
 // catalog's, which becomes the catalog's version. A sync with a version not greater (a replay or
 // one that arrives after a later one) changes nothing and is a 409 on /version.
+//
+// A sync's actions are applied set-based: one statement for all of them (a request has one action
+// type), with the outcome of applying them one after another in their order. That order matters
+// only to PATCH_MANY, whose filters may read what an earlier action of the request wrote: its
+// actions are cut into runs within which no filter reads a key an earlier action of the run writes,
+// and each run is applied to what the run before it left, in one statement of chained CTEs.
 import type { CatalogSyncCall, BestPriorPriceCall, JsonObject } from '../actors/port.js';
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
@@ -51,43 +57,133 @@ export function catalogSyncView(r: Record<string, unknown>, applicationIds: numb
 
 const ORDERING: Record<string, string> = { LT: '<', LE: '<=', GT: '>', GE: '>=' };
 
+/** Placeholders already given to equal values in one parameter list (a request's filters repeat their attributes). */
+const shared = new WeakMap<unknown[], Map<string, string>>();
+function placeholder(params: unknown[], value: unknown, type: string): string {
+  let seen = shared.get(params);
+  if (!seen) shared.set(params, (seen = new Map()));
+  const key = `${type}|${JSON.stringify(value)}`;
+  let p = seen.get(key);
+  if (!p) {
+    params.push(value);
+    p = `$${params.length}::${type}`;
+    seen.set(key, p);
+  }
+  return p;
+}
+
 /**
- * The SQL condition (on `attributes`) of the filters, all of which must hold, adding its
- * parameters to `params`. The ordering operators take numbers and match numeric attributes only;
- * `IN` takes a comma-separated list and matches an attribute whose text is one of its entries; `EQ`
- * matches an attribute equal to the value (as JSON).
+ * The SQL condition (on the jsonb `column`, by default `attributes`) of the filters, all of which
+ * must hold, adding its parameters to `params` (equal values share one). The ordering operators
+ * take numbers and match numeric attributes only; `IN` takes a comma-separated list and matches an
+ * attribute whose text is one of its entries; `EQ` matches an attribute equal to the value (as JSON).
  */
-export function filtersSql(filters: readonly Filter[], params: unknown[], pointer: string): string {
+export function filtersSql(filters: readonly Filter[], params: unknown[], pointer: string, column = 'attributes'): string {
   if (filters.length === 0) throw badRequest('`filters` must have at least one filter', pointer);
   return filters
     .map((f, j) => {
       const at = `${pointer}/${j}`;
       if (typeof f.attr !== 'string' || f.attr === '') throw badRequest('`attr` must name an attribute', `${at}/attr`);
-      params.push(f.attr);
-      const attr = `$${params.length}::text`;
+      const attr = placeholder(params, f.attr, 'text');
       switch (f.op) {
         case 'EQ':
           if (f.value === undefined) throw badRequest('`value` is required', `${at}/value`);
-          params.push(JSON.stringify(f.value));
-          return `(attributes -> ${attr}) = $${params.length}::jsonb`;
+          return `(${column} -> ${attr}) = ${placeholder(params, JSON.stringify(f.value), 'jsonb')}`;
         case 'IN': {
           if (typeof f.value !== 'string') throw badRequest('`IN` takes a comma-separated list as a string', `${at}/value`);
-          params.push(f.value.split(',').map((s) => s.trim()));
-          return `(attributes ->> ${attr}) = ANY($${params.length}::text[])`;
+          return `(${column} ->> ${attr}) = ANY(${placeholder(params, f.value.split(',').map((s) => s.trim()), 'text[]')})`;
         }
         case 'LT':
         case 'LE':
         case 'GT':
         case 'GE': {
           if (typeof f.value !== 'number' || !Number.isFinite(f.value)) throw badRequest(`\`${f.op}\` compares numbers only: \`value\` must be a number`, `${at}/value`);
-          params.push(f.value);
-          return `(jsonb_typeof(attributes -> ${attr}) = 'number' AND (attributes ->> ${attr})::numeric ${ORDERING[f.op]} $${params.length}::numeric)`;
+          return `(jsonb_typeof(${column} -> ${attr}) = 'number' AND (${column} ->> ${attr})::numeric ${ORDERING[f.op]} ${placeholder(params, f.value, 'numeric')})`;
         }
         default:
           throw badRequest('`op` must be one of EQ, LT, LE, GT, GE, IN', `${at}/op`);
       }
     })
+    .map((c) => `(${c})`)
     .join(' AND ');
+}
+
+/**
+ * Most parameters one statement of filters takes: PostgreSQL allows 65,535. A request whose
+ * filters need more (tens of thousands of distinct values) is applied in as many statements, in
+ * order.
+ */
+const MAX_FILTER_PARAMS = 30_000;
+
+type FilterAction = { index: number; payload: ActionPayload };
+
+/** The actions in consecutive groups, each of whose filters need at most MAX_FILTER_PARAMS parameters. */
+function filterGroups(actions: readonly FilterAction[]): FilterAction[][] {
+  const groups: FilterAction[][] = [];
+  let group: FilterAction[] = [];
+  let size = 0;
+  for (const a of actions) {
+    const n = 2 * (a.payload.filters?.length ?? 0) + 1;
+    if (group.length > 0 && size + n > MAX_FILTER_PARAMS) {
+      groups.push(group);
+      group = [];
+      size = 0;
+    }
+    group.push(a);
+    size += n;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/** REMOVE_MANY: deleting what any filter matches is deleting what each matches in turn. */
+function removeManySql(catalogId: number, actions: readonly FilterAction[]): [string, unknown[]] {
+  const params: unknown[] = [catalogId];
+  const any = actions.map((a) => `(${filtersSql(a.payload.filters ?? [], params, `/actions/${a.index}/payload/filters`)})`).join(' OR ');
+  return [`DELETE FROM catalog_items WHERE catalog_id = $1 AND (${any})`, params];
+}
+
+/**
+ * PATCH_MANY: each action merges its attributes into the items its filters match, in order. An
+ * item changes only if it matches some filter as it was before the request (the first action to
+ * change it must match it so), so those items are read once; then each run of actions (see the
+ * top of the file) is a CTE over the previous one, merging into each item the attributes of every
+ * action of the run whose filters it matches, in action order. The update writes the items some
+ * action matched.
+ */
+function patchManySql(catalogId: number, actions: readonly FilterAction[], now: string): [string, unknown[]] {
+  const params: unknown[] = [catalogId, now];
+  const pointer = (a: FilterAction) => `/actions/${a.index}/payload/filters`;
+  const runs: FilterAction[][] = [];
+  let written = new Set<string>();
+  for (const a of actions) {
+    const reads = (a.payload.filters ?? []).some((f) => written.has(f.attr));
+    if (runs.length === 0 || reads) {
+      runs.push([]);
+      written = new Set();
+    }
+    runs[runs.length - 1]!.push(a);
+    for (const key of Object.keys(a.payload.attributes ?? {})) written.add(key);
+  }
+  const anyBefore = actions.map((a) => `(${filtersSql(a.payload.filters ?? [], params, pointer(a))})`).join(' OR ');
+  const steps = runs.map((run, r) => {
+    const from = r === 0 ? `(SELECT sku, attributes AS a, false AS hit FROM catalog_items WHERE catalog_id = $1 AND (${anyBefore})) s` : `s${r - 1} s`;
+    // Whether each action of the run matches, computed once per item (OFFSET 0 keeps the planner
+    // from copying the conditions into every place they are used).
+    const matches = run.map((a, k) => `(${filtersSql(a.payload.filters ?? [], params, pointer(a), 's.a')}) AS m${k}`);
+    const merged = run.map((a, k) => `CASE WHEN m${k} THEN ${placeholder(params, JSON.stringify(a.payload.attributes ?? {}), 'jsonb')} ELSE '{}'::jsonb END`);
+    const any = run.map((_, k) => `m${k}`).join(' OR ');
+    // Most items match no action of a run: they pass through without building a new jsonb.
+    return `s${r} AS MATERIALIZED (SELECT sku, CASE WHEN ${any} THEN a || ${merged.join(' || ')} ELSE a END AS a, hit OR ${any} AS hit
+       FROM (SELECT s.sku, s.a, s.hit, ${matches.join(', ')} FROM ${from} OFFSET 0) m)`;
+  });
+  return [
+    `WITH ${steps.join(',\n')}
+     UPDATE catalog_items i SET attributes = f.a, modified = $2::timestamptz
+       FROM s${runs.length - 1} f
+      WHERE i.catalog_id = $1 AND i.sku = f.sku AND f.hit`,
+    params,
+  ];
 }
 
 export class CatalogService {
@@ -138,56 +234,54 @@ export class CatalogService {
       const contextId = `catalog:${call.catalogId}:v${version}`;
       const prices: { sku: string; price: number }[] = [];
       const skuList = [...skus.keys()];
-      const existing = skuList.length
+      const existing = (type === 'ADD' || type === 'PATCH')
         ? new Set((await tx.query<{ sku: string }>(`SELECT sku FROM catalog_items WHERE catalog_id = $1 AND sku = ANY($2::text[])`, [call.catalogId, skuList])).map((r) => r.sku))
         : new Set<string>();
-      for (const [i, a] of actions.entries()) {
+      const at = (i: number) => `/actions/${i}/payload`;
+      const item = (a: { payload?: ActionPayload }) => {
         const p = a.payload ?? {};
-        const at = `/actions/${i}/payload`;
-        switch (a.type) {
-          case 'ADD': {
-            if (existing.has(p.sku!) && p.replaceIfExists !== true) throw conflict(`SKU ${JSON.stringify(p.sku)} is already in the catalog; set replaceIfExists to replace it`, `${at}/sku`);
-            await tx.query(
-              `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $6)
-               ON CONFLICT (catalog_id, sku) DO UPDATE SET price = EXCLUDED.price, attributes = EXCLUDED.attributes, product = EXCLUDED.product, modified = EXCLUDED.modified`,
-              [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
-            );
-            if (typeof p.price === 'number') prices.push({ sku: p.sku!, price: p.price });
-            break;
-          }
-          case 'PATCH': {
-            if (!existing.has(p.sku!)) {
-              if (p.createIfNotExists !== true) throw notFoundAt(`SKU ${JSON.stringify(p.sku)} is not in the catalog; set createIfNotExists to create it`, `${at}/sku`);
-              await tx.query(
-                `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $6)`,
-                [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
-              );
-            } else {
-              await tx.query(
-                `UPDATE catalog_items SET price = COALESCE($3, price), attributes = attributes || $4::jsonb, product = COALESCE($5::jsonb, product), modified = $6
-                  WHERE catalog_id = $1 AND sku = $2`,
-                [call.catalogId, p.sku, p.price ?? null, JSON.stringify(p.attributes ?? {}), p.product ? JSON.stringify(p.product) : null, now],
-              );
-            }
-            if (typeof p.price === 'number') prices.push({ sku: p.sku!, price: p.price });
-            break;
-          }
-          case 'REMOVE':
-            await tx.query(`DELETE FROM catalog_items WHERE catalog_id = $1 AND sku = $2`, [call.catalogId, p.sku]);
-            break;
-          case 'PATCH_MANY': {
-            const params: unknown[] = [call.catalogId, JSON.stringify(p.attributes), now];
-            const where = filtersSql(p.filters ?? [], params, `${at}/filters`);
-            await tx.query(`UPDATE catalog_items SET attributes = attributes || $2::jsonb, modified = $3 WHERE catalog_id = $1 AND ${where}`, params);
-            break;
-          }
-          case 'REMOVE_MANY': {
-            const params: unknown[] = [call.catalogId];
-            const where = filtersSql(p.filters ?? [], params, `${at}/filters`);
-            await tx.query(`DELETE FROM catalog_items WHERE catalog_id = $1 AND ${where}`, params);
-            break;
-          }
+        return { sku: p.sku!, price: p.price ?? null, attributes: p.attributes ?? {}, product: p.product ?? null };
+      };
+      // Every action is checked against the catalog as it was before the request (a SKU appears
+      // once in it), so the first refused action, in order, is the one reported.
+      switch (type) {
+        case 'ADD': {
+          const taken = actions.findIndex((a) => existing.has(a.payload!.sku!) && a.payload!.replaceIfExists !== true);
+          if (taken >= 0) throw conflict(`SKU ${JSON.stringify(actions[taken]!.payload!.sku)} is already in the catalog; set replaceIfExists to replace it`, `${at(taken)}/sku`);
+          await tx.query(
+            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified)
+             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
+             ON CONFLICT (catalog_id, sku) DO UPDATE SET price = EXCLUDED.price, attributes = EXCLUDED.attributes, product = EXCLUDED.product, modified = EXCLUDED.modified`,
+            [call.catalogId, now, JSON.stringify(actions.map(item))],
+          );
+          break;
         }
+        case 'PATCH': {
+          const missing = actions.findIndex((a) => !existing.has(a.payload!.sku!) && a.payload!.createIfNotExists !== true);
+          if (missing >= 0) throw notFoundAt(`SKU ${JSON.stringify(actions[missing]!.payload!.sku)} is not in the catalog; set createIfNotExists to create it`, `${at(missing)}/sku`);
+          // A missing item is created as sent; a stored one keeps what the patch leaves out.
+          await tx.query(
+            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified)
+             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
+             ON CONFLICT (catalog_id, sku) DO UPDATE SET price = COALESCE(EXCLUDED.price, catalog_items.price),
+               attributes = catalog_items.attributes || EXCLUDED.attributes, product = COALESCE(EXCLUDED.product, catalog_items.product), modified = EXCLUDED.modified`,
+            [call.catalogId, now, JSON.stringify(actions.map(item))],
+          );
+          break;
+        }
+        case 'REMOVE':
+          await tx.query(`DELETE FROM catalog_items WHERE catalog_id = $1 AND sku = ANY($2::text[])`, [call.catalogId, skuList]);
+          break;
+        case 'PATCH_MANY':
+        case 'REMOVE_MANY':
+          for (const group of filterGroups(actions.map((a, index) => ({ index, payload: a.payload ?? {} })))) {
+            const [sql, params] = type === 'PATCH_MANY' ? patchManySql(call.catalogId, group, now) : removeManySql(call.catalogId, group);
+            await tx.query(sql, params);
+          }
+          break;
+      }
+      if (type === 'ADD' || type === 'PATCH') {
+        for (const a of actions) if (typeof a.payload?.price === 'number') prices.push({ sku: a.payload.sku!, price: a.payload.price });
       }
       if (prices.length > 0) {
         await tx.query(

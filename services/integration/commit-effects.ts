@@ -250,7 +250,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
     const rows = await tx.query(
       `INSERT INTO limit_counters (campaign_id, coupon_id, action, period, entity, counter)
        SELECT $1, $2, $3, $4, $5, $6::numeric WHERE $6::numeric <= $7::numeric
-       ON CONFLICT (campaign_id, coupon_id, action, period, entity)
+       ON CONFLICT (campaign_id, coupon_id, action, period, entity_hash)
        DO UPDATE SET counter = limit_counters.counter + EXCLUDED.counter
         WHERE limit_counters.counter + EXCLUDED.counter <= $7::numeric
        RETURNING counter`,
@@ -421,7 +421,7 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         if (amount !== 0) {
           await tx.query(
             `UPDATE limit_counters SET counter = greatest(counter - $6::numeric, 0)
-              WHERE campaign_id = $1 AND coupon_id = $2 AND action = $3 AND period = $4 AND entity = $5`,
+              WHERE campaign_id = $1 AND coupon_id = $2 AND action = $3 AND period = $4 AND entity_hash = text_sha256($5) AND entity = $5`,
             [k.campaignId, k.couponId, k.action, k.period, k.entity, String(amount)],
           );
         }

@@ -23,7 +23,7 @@ import {
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
 import { toV1State, V1_RESPONSE_CONTENT } from './legacy-v1.js';
-import { AUDIENCES_OF_P, isFirstSession, loadProfile, loadSession, type ProfileRecord } from './repository.js';
+import { AUDIENCES_OF_P, isFirstSession, loadProfile, loadSession, SESSION_KEY, type ProfileRecord } from './repository.js';
 import { emptySession, sessionView, type SessionRecord } from './session-model.js';
 
 export type EventServiceOptions = IntegrationServiceOptions;
@@ -220,7 +220,7 @@ export class EventService extends IntegrationService {
     await tx.query(
       `INSERT INTO customer_sessions (application_id, integration_id, profile_id, store_integration_id, state, first_session, created, updated, update_count)
        VALUES ($1, $2, $3, $4, 'open', $5, $6, $6, 1)
-       ON CONFLICT (application_id, integration_id) DO NOTHING`,
+       ON CONFLICT ${SESSION_KEY} DO NOTHING`,
       [session.applicationId, session.integrationId, profileId, session.storeIntegrationId, session.firstSession, session.created],
     );
     const bound = await this.boundSession(tx, call, session.integrationId, profileId);

@@ -152,7 +152,8 @@ export async function loadFacts(
       `SELECT l.campaign_id, l.coupon_id, l.action, l.period, l.entity, l.counter
          FROM limit_counters l
          JOIN jsonb_to_recordset($1::jsonb) AS k(campaign_id int, coupon_id bigint, action text, period text, entity text)
-           ON l.campaign_id = k.campaign_id AND l.coupon_id = k.coupon_id AND l.action = k.action AND l.period = k.period AND l.entity = k.entity`,
+           ON l.campaign_id = k.campaign_id AND l.coupon_id = k.coupon_id AND l.action = k.action AND l.period = k.period
+          AND l.entity_hash = text_sha256(k.entity) AND l.entity = k.entity`,
       [JSON.stringify(limitKeys.map((k) => ({ campaign_id: k.campaignId, coupon_id: k.couponId, action: k.action, period: k.period, entity: k.entity })))],
     );
     const used = new Map(counters.map((c) => [counterId(c.campaign_id, Number(c.coupon_id), c.action, c.period, c.entity), Number(c.counter)]));

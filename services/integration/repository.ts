@@ -108,9 +108,20 @@ export function toEvent(r: Record<string, unknown>): EventRecord {
   };
 }
 
+/**
+ * SQL: the session of an Application with the ID in `id`. Sessions are indexed by a hash of their
+ * ID (an ID has no length limit; a B-tree entry does): the index finds it, the ID itself makes the
+ * match exact. Every lookup of a session by its ID goes through this.
+ */
+export const SESSION_ID_MATCH = (table: string, applicationId: string, id: string): string =>
+  `${table}.application_id = ${applicationId} AND ${table}.integration_id_hash = text_sha256(${id}) AND ${table}.integration_id = ${id}`;
+
+/** The unique key a new session's insert conflicts on. */
+export const SESSION_KEY = '(application_id, integration_id_hash)';
+
 export async function loadSession(db: Queryable, applicationId: number, integrationId: string): Promise<SessionRecord | undefined> {
   const [row] = await db.query(
-    `SELECT ${sessionColumns} FROM customer_sessions WHERE application_id = $1 AND integration_id = $2`,
+    `SELECT ${sessionColumns} FROM customer_sessions WHERE ${SESSION_ID_MATCH('customer_sessions', '$1', '$2')}`,
     [applicationId, integrationId],
   );
   return row ? toSession(row) : undefined;
@@ -238,7 +249,7 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
            $13::numeric, $14::numeric, $15::numeric,
            CASE WHEN ${$(c.firstSessionUnknown === true)}::boolean THEN ${FIRST_SESSION('$1', '$3')} ELSE $16 END,
            $17::json, $18, $18, $19, $20::json, $21::json, 1)
-         ON CONFLICT (application_id, integration_id) DO NOTHING
+         ON CONFLICT ${SESSION_KEY} DO NOTHING
          RETURNING id, created, updated, update_count, first_session`
       : `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
            referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::json,
@@ -246,7 +257,7 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
            additional_cost_total = $15::numeric, first_session = $16, effects = $17::json, updated = $18,
            closed_at = COALESCE($19, closed_at), committed_effects = $20::json, committed_counters = $21::json,
            update_count = update_count + 1
-         WHERE application_id = $1 AND integration_id = $2 AND update_count = ${$(c.expectedUpdateCount)}
+         WHERE ${SESSION_ID_MATCH('customer_sessions', '$1', '$2')} AND update_count = ${$(c.expectedUpdateCount)}
          RETURNING id, created, updated, update_count, first_session`;
   const account = $(c.accountId);
   // An event's effects are the session's ($17, sent once) or none, as every caller builds them.
@@ -408,7 +419,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          effects = x.effects, updated = x.now, closed_at = COALESCE(x.closed_at, s.closed_at), committed_effects = x.committed_effects,
          committed_counters = x.committed_counters, update_count = s.update_count + 1
          FROM x
-        WHERE x.expected > 0 AND s.application_id = x.application_id AND s.integration_id = x.integration_id AND s.update_count = x.expected
+        WHERE x.expected > 0 AND ${SESSION_ID_MATCH('s', 'x.application_id', 'x.integration_id')} AND s.update_count = x.expected
        RETURNING x.n, s.id, s.created, s.updated, s.update_count, s.first_session
      ),
      i AS (
@@ -421,7 +432,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          CASE WHEN x.first_unknown THEN ${FIRST_SESSION('x.application_id', 'x.profile_id')} ELSE x.first_session END,
          effects, now, now, closed_at, committed_effects, committed_counters, 1
          FROM x WHERE x.expected = 0
-       ON CONFLICT (application_id, integration_id) DO NOTHING
+       ON CONFLICT ${SESSION_KEY} DO NOTHING
        RETURNING application_id, integration_id, id, created, updated, update_count, first_session
      ),
      r AS (

@@ -15,7 +15,7 @@
 // - Hard (`isReservationMandatory`, or the v1 `reservation` = false) versus soft is a property of
 //   the coupon; facts.ts marks a hard-reserved coupon that the session's profile does not hold.
 import type { AppRef, CouponReservationCall, CouponReservationHoldersCall, CustomerInventoryCall } from '../actors/port.js';
-import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
+import { AppError, badRequest, notFound, profileIdProblem, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { couponView, normalizeCode, referralView } from '../store/index.js';
 import { LoyaltyService } from './loyalty.js';
@@ -51,7 +51,8 @@ function checkIds(ids: unknown): string[] {
   if (ids.length > MAX_RESERVATION_IDS) throw badRequest(`integrationIDs must list at most ${MAX_RESERVATION_IDS} integration IDs`, '/integrationIDs');
   ids.forEach((id, i) => {
     if (typeof id !== 'string' || id === '') throw badRequest('An integration ID is a non-empty string', `/integrationIDs/${i}`);
-    if (id.length > 1000) throw badRequest('An integration ID has at most 1000 characters', `/integrationIDs/${i}`);
+    const problem = profileIdProblem(id);
+    if (problem) throw badRequest(`An integration ID ${problem}`, `/integrationIDs/${i}`);
     storable(id, `/integrationIDs/${i}`);
   });
   // Sorted: parallel transactions insert new profiles in one order, so they never deadlock.

@@ -2,7 +2,7 @@
 // read, update and delete. A profile's progress is kept by the Integration API
 // (services/integration/achievements.ts); deleting an achievement deletes its progress.
 import { AppError, badRequest, notFound } from '../shared/index.js';
-import { achievementFields, PERIOD_PATTERN, type PeriodEndOverride } from '../integration/achievements.js';
+import { achievementFields, PERIOD_PATTERN, type AchievementCampaign, type PeriodEndOverride } from '../integration/achievements.js';
 import { requireCampaign } from './campaigns.js';
 import { listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
@@ -55,7 +55,8 @@ function check(a: AchievementInput): void {
   if (a.fixedStartDate && a.endDate && Date.parse(a.endDate) <= Date.parse(a.fixedStartDate)) throw badRequest('endDate must be after fixedStartDate', '/endDate');
 }
 
-const view = (ctx: ManagementContext) => (row: Record<string, unknown>) => achievementFields(row, ctx.clock.now());
+/** An achievement as shown, its status following its campaign's state and window too. */
+const view = (ctx: ManagementContext, campaign: Record<string, unknown>) => (row: Record<string, unknown>) => achievementFields(row, campaign as unknown as AchievementCampaign, ctx.clock.now());
 
 async function requireAchievement(ctx: ManagementContext, applicationId: number, campaignId: number, achievementId: number): Promise<Record<string, unknown>> {
   const [row] = await ctx.db.query(`SELECT * FROM achievements WHERE id = $1 AND application_id = $2 AND campaign_id = $3`, [
@@ -70,7 +71,7 @@ async function requireAchievement(ctx: ManagementContext, applicationId: number,
 /** POST .../campaigns/{campaignId}/achievements. */
 export async function createAchievement(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: AchievementInput) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
+  const campaign = await requireCampaign(ctx, applicationId, campaignId);
   const a: AchievementInput = { recurrencePolicy: 'no_recurrence', activationPolicy: 'user_action', ...body };
   check(a);
   try {
@@ -95,7 +96,7 @@ export async function createAchievement(ctx: ManagementContext, principal: Princ
         ctx.clock.now().toISOString(),
       ],
     );
-    return view(ctx)(row!);
+    return view(ctx, campaign)(row!);
   } catch (e) {
     throw isUniqueViolation(e) ? nameTaken(a.name!) : e;
   }
@@ -104,27 +105,27 @@ export async function createAchievement(ctx: ManagementContext, principal: Princ
 /** GET .../campaigns/{campaignId}/achievements. */
 export async function listAchievements(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, query: ListQuery & { name?: string }) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
-  await requireCampaign(ctx, applicationId, campaignId);
+  const campaign = await requireCampaign(ctx, applicationId, campaignId);
   const params: unknown[] = [applicationId, campaignId];
   let where = '';
   if (query.name !== undefined) {
     params.push(`%${query.name.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
     where = ` AND lower(name) LIKE $3`;
   }
-  return listPage(ctx.db, { from: `FROM achievements WHERE application_id = $1 AND campaign_id = $2${where}`, params, query, sortable: SORTABLE, withTotal: true }, view(ctx));
+  return listPage(ctx.db, { from: `FROM achievements WHERE application_id = $1 AND campaign_id = $2${where}`, params, query, sortable: SORTABLE, withTotal: true }, view(ctx, campaign));
 }
 
 /** GET .../achievements/{achievementId}. */
 export async function getAchievement(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, achievementId: number) {
   await requireApplication(ctx.db, principal, applicationId, 'read');
-  await requireCampaign(ctx, applicationId, campaignId);
-  return view(ctx)(await requireAchievement(ctx, applicationId, campaignId, achievementId));
+  const campaign = await requireCampaign(ctx, applicationId, campaignId);
+  return view(ctx, campaign)(await requireAchievement(ctx, applicationId, campaignId, achievementId));
 }
 
 /** PUT .../achievements/{achievementId}: the fields given replace the stored ones. */
 export async function updateAchievement(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, achievementId: number, body: AchievementInput) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
+  const campaign = await requireCampaign(ctx, applicationId, campaignId);
   const cur = await requireAchievement(ctx, applicationId, campaignId, achievementId);
   const iso = (v: unknown) => (v == null ? null : v instanceof Date ? v.toISOString() : String(v));
   const merged: AchievementInput = {
@@ -165,7 +166,7 @@ export async function updateAchievement(ctx: ManagementContext, principal: Princ
       ],
     );
     if (!row) throw notFound('Achievement', '/achievementId');
-    return view(ctx)(row);
+    return view(ctx, campaign)(row);
   } catch (e) {
     throw isUniqueViolation(e) ? nameTaken(merged.name!) : e;
   }

@@ -58,7 +58,7 @@ export async function listApplicationSessions(ctx: ManagementContext, principal:
           AND ($3::text IS NULL OR state = $3)
           AND ($4::timestamptz IS NULL OR created < $4)
           AND ($5::timestamptz IS NULL OR created > $5)
-          AND ($6::text IS NULL OR integration_id = $6)`,
+          AND ($6::text IS NULL OR (integration_id_hash = text_sha256($6) AND integration_id = $6))`,
       params: [applicationId, query.profile ?? null, query.state ?? null, query.createdBefore ?? null, query.createdAfter ?? null, query.integrationId ?? null],
       query,
       sortable: { id: 'id', created: 'created', updated: 'updated' },

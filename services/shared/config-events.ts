@@ -6,7 +6,10 @@ export interface ConfigChange {
   /** `sessions`: stored sessions changed outside their actors (customer data deletion). */
   kind: 'application' | 'campaigns' | 'api_keys' | 'sessions';
   applicationId: number;
-  /** For `sessions`: the integration IDs of the sessions whose cached copies must go. */
+  /**
+   * For `sessions`: the integration IDs of the sessions whose cached copies must go; absent, every
+   * session of the Application (what a change names when its IDs are too long to send).
+   */
   sessionIds?: string[];
 }
 

@@ -17,3 +17,20 @@ export function fnv1a(value: string): number {
   }
   return h >>> 0;
 }
+
+/**
+ * A profile integration ID is at most 1000 characters and 2000 bytes of UTF-8 (the OpenAPI
+ * documents say so with `maxLength` and `x-maxUtf8Bytes`, which the edge checks): it is a B-tree
+ * index key in many tables, and an index entry holds about 2,700 bytes.
+ */
+export const PROFILE_ID_MAX_CHARACTERS = 1000;
+export const PROFILE_ID_MAX_BYTES = 2000;
+
+/** Why a profile integration ID cannot be stored, or undefined when it can. */
+export function profileIdProblem(id: string): string | undefined {
+  if (Buffer.byteLength(id, 'utf8') > PROFILE_ID_MAX_BYTES) return `must not have more than ${PROFILE_ID_MAX_BYTES} bytes of UTF-8`;
+  // Characters as JSON Schema counts them: code points, not UTF-16 units.
+  let n = 0;
+  for (const _ of id) if (++n > PROFILE_ID_MAX_CHARACTERS) return `must NOT have more than ${PROFILE_ID_MAX_CHARACTERS} characters`;
+  return undefined;
+}

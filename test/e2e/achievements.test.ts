@@ -57,8 +57,9 @@ const historyOf = (s: ShopSetup, integrationId: string, achievementId: number, q
   s.integration.GET('/v1/customer_profiles/{integrationId}/achievements/{achievementId}', {
     params: { path: { integrationId, achievementId }, query: query as never },
   });
+/** The profile's current progress on the achievement, whatever the achievement's status. */
 const progressOf = async (s: ShopSetup, profileId: string, achievementId: number) => {
-  const list = unwrap(await listFor(s, profileId, { achievementIds: String(achievementId) }));
+  const list = unwrap(await listFor(s, profileId, { achievementIds: String(achievementId), achievementStatus: 'active,scheduled,expired,inactive' }));
   return list.data[0]!.currentProgress;
 };
 
@@ -79,7 +80,7 @@ describe('achievements', () => {
     const other = await otherAccount(t.node.db, t.url, 'achievement-stranger@test.local');
     strangerAdmin = other.client;
     stranger = await setupShop(t.url, other.client);
-    for (let i = 0; i < 6; i++) pool.push(await setupShop(t.url, t.admin));
+    for (let i = 0; i < 7; i++) pool.push(await setupShop(t.url, t.admin));
     await t.node.db.query(`UPDATE api_keys SET expires = '2099-01-01T00:00:00Z'`);
   }, 60_000);
   afterAll(async () => {
@@ -368,6 +369,112 @@ describe('achievements', () => {
       await s.integration.GET('/v1/customer_profiles/{integrationId}/inventory', { params: { path: { integrationId: 'ach-erin' }, query: { achievements: true } } }),
     );
     expect(inv.achievements!.map((a) => [a.id, a.name, a.currentProgress.status, a.currentProgress.progress])).toEqual([[achievementId, 'x', 'inprogress', 1]]);
+  });
+});
+
+describe('achievements that are not active', () => {
+  let t: TestNode;
+  let shop: ShopSetup;
+  let theirs: ShopSetup;
+  const clock = new TestClock();
+
+  beforeAll(async () => {
+    t = await startTestNode('pglite', { clock, tokenTtlMs: YEARS });
+    shop = await setupShop(t.url, t.admin);
+    theirs = await setupShop(t.url, (await otherAccount(t.node.db, t.url, 'achievement-status-stranger@test.local')).client);
+    await t.node.db.query(`UPDATE api_keys SET expires = '2099-01-01T00:00:00Z'`);
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  const ALL = 'active,scheduled,expired,inactive';
+  const campaignPath = (campaignId: number) => ({ params: { path: { applicationId: shop.applicationId, campaignId } } });
+  const setCampaign = async (campaignId: number, body: Body) =>
+    unwrap(await t.admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}', { ...campaignPath(campaignId), body: { name: 'Autumn sale', ...body } as never }));
+  /** Each achievement of the list as [status, its current progress status, progress]. */
+  const statuses = async (who: string, query: Body = { achievementStatus: ALL }) =>
+    Object.fromEntries(unwrap(await listFor(shop, who, query)).data.map((a) => [a.name, [a.status, a.currentProgress.status, a.currentProgress.progress]]));
+
+  it('lists an achievement of a disabled or archived campaign as inactive and one past its or its campaign\'s end as expired; none of them takes progress', async () => {
+    const who = 'ach-ivy';
+    const day = (n: number) => new Date(clock.now().getTime() + n * DAY).toISOString();
+    const paused = await achievementCampaign(t.admin, shop.applicationId, { name: 'paused', target: 10, period: '30D' });
+    const shelved = await achievementCampaign(t.admin, shop.applicationId, { name: 'shelved', target: 10, period: '30D' });
+    const moved = await achievementCampaign(t.admin, shop.applicationId, { name: 'moved', target: 10, period: '30D', endDate: day(60) });
+    const windowed = await achievementCampaign(t.admin, shop.applicationId, { name: 'windowed', target: 10, period: '30D' });
+    await achievementCampaign(t.admin, shop.applicationId, { name: 'stays', target: 10, period: '30D' });
+    await close(shop, 'ivy-1', who);
+    expect(await statuses(who)).toEqual({
+      paused: ['active', 'inprogress', 1],
+      shelved: ['active', 'inprogress', 1],
+      moved: ['active', 'inprogress', 1],
+      windowed: ['active', 'inprogress', 1],
+      stays: ['active', 'inprogress', 1],
+    });
+
+    await setCampaign(paused.campaignId, { state: 'disabled' });
+    await setCampaign(shelved.campaignId, { state: 'archived' });
+    await setCampaign(windowed.campaignId, { endTime: day(1) });
+    // The endDate moves before the end of the run that has begun.
+    const newEnd = day(1);
+    unwrap(await mgmt(t.admin).update(shop.applicationId, moved.campaignId, moved.achievementId, { endDate: newEnd }));
+    clock.advance(2 * DAY);
+
+    await close(shop, 'ivy-2', who);
+    expect(await statuses(who)).toEqual({
+      paused: ['inactive', 'inprogress', 1],
+      shelved: ['inactive', 'inprogress', 1],
+      moved: ['expired', 'expired', 1],
+      windowed: ['expired', 'expired', 1],
+      stays: ['active', 'inprogress', 2],
+    });
+    // Only active ones by default (and in the customer inventory); each status on its own.
+    expect(Object.keys(await statuses(who, {}))).toEqual(['stays']);
+    expect(Object.keys(await statuses(who, { achievementStatus: 'inactive' }))).toEqual(['paused', 'shelved']);
+    expect(Object.keys(await statuses(who, { achievementStatus: 'expired,active' }))).toEqual(['moved', 'windowed', 'stays']);
+    const inventory = unwrap(
+      await shop.integration.GET('/v1/customer_profiles/{integrationId}/inventory', { params: { path: { integrationId: who }, query: { achievements: true } } }),
+    );
+    expect(inventory.achievements!.map((a) => a.name)).toEqual(['stays']);
+    // The Management API shows the same status.
+    const shown = unwrap(await mgmt(t.admin).get(shop.applicationId, paused.campaignId, paused.achievementId));
+    expect(shown).toMatchObject({ name: 'paused', status: 'inactive' });
+    expect(unwrap(await mgmt(t.admin).list(shop.applicationId, moved.campaignId)).data.map((a) => a.status)).toEqual(['expired']);
+    // The history of the moved achievement ends its run at the new endDate.
+    expect(unwrap(await historyOf(shop, who, moved.achievementId)).data.map((h) => [h.status, h.progress, h.endDate])).toEqual([['expired', 1, newEnd]]);
+  });
+
+  it('emits and counts no progress for an achievement whose campaign was disabled behind a cached evaluation, or that has not started', async () => {
+    const who = 'ach-jon';
+    // A campaign disabled in the database without telling the node (as another node's change
+    // reaches this one a moment later): its rules still run here, its achievement takes nothing.
+    const stale = await achievementCampaign(t.admin, shop.applicationId, { name: 'stale', target: 10, period: '30D' });
+    const later = await achievementCampaign(t.admin, shop.applicationId, {
+      name: 'later',
+      target: 10,
+      period: '30D',
+      activationPolicy: 'fixed_schedule',
+      fixedStartDate: new Date(clock.now().getTime() + 5 * DAY).toISOString(),
+    });
+    unwrap(await session(shop, 'jon-0', cart([10], { profileId: who })));
+    await t.node.db.query(`UPDATE campaigns SET state = 'disabled' WHERE id = $1`, [stale.campaignId]);
+    const closed = await close(shop, 'jon-1', who);
+    const progressed = closed.effects.filter((e) => e.effectType === 'increaseAchievementProgress').map((e) => e.props.achievementId);
+    expect(progressed).not.toContain(stale.achievementId);
+    expect(progressed).not.toContain(later.achievementId);
+    expect(await progressOf(shop, who, stale.achievementId)).toEqual({ status: 'not_started', progress: 0 });
+    expect(await progressOf(shop, who, later.achievementId)).toEqual({ status: 'not_started', progress: 0 });
+    expect(unwrap(await historyOf(shop, who, stale.achievementId)).totalResultSize).toBe(0);
+    expect((await statuses(who)).stale).toEqual(['inactive', 'not_started', 0]);
+    expect((await statuses(who)).later).toEqual(['scheduled', 'not_started', 0]);
+  });
+
+  it('refuses an unknown achievementStatus with a 400 on its pointer, and another account sees nothing', async () => {
+    const r = await listFor(shop, 'ach-ivy', { achievementStatus: 'active,retired' });
+    expect(r.response.status).toBe(400);
+    expect(pointers(r)).toEqual(['/query/achievementStatus']);
+    expect((await listFor(theirs, 'ach-ivy', { achievementStatus: ALL })).response.status).toBe(404);
   });
 });
 

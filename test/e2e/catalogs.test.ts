@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { anonymousClient, otherAccount, userWithPolicy, adminAccountId } from '../helpers/management-users.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import type { AdapterName } from '../helpers/db.js';
 import { postgresUp } from '../helpers/services.js';
 
 type Client = ShopSetup['integration'];
@@ -396,4 +397,227 @@ describe.skipIf(!postgresUp)('catalog sync concurrency (postgres)', () => {
     const [{ n }] = (await t.node.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM price_records WHERE catalog_id = $1`, [c.id])) as [{ n: number }];
     expect(n).toBe(applied.length);
   }, 30_000);
+});
+
+const adapters: AdapterName[] = postgresUp ? ['pglite', 'postgres'] : ['pglite'];
+
+describe.each(adapters)('catalog sync (%s)', (adapter) => {
+  let t: TestNode;
+  let shop: ShopSetup;
+  let sibling: ShopSetup;
+  beforeAll(async () => {
+    t = await startTestNode(adapter);
+    shop = await setupShop(t.url, t.admin);
+    sibling = await setupShop(t.url, t.admin);
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  const items = async (catalogId: number) =>
+    (await t.node.db.query<{ sku: string; price: string | null; attributes: Record<string, unknown>; product: unknown }>(
+      `SELECT sku, price::text AS price, attributes, product FROM catalog_items WHERE catalog_id = $1 ORDER BY sku`,
+      [catalogId],
+    )).map((r) => ({ ...r, price: r.price === null ? null : Number(r.price) }));
+
+  describe('a sync of 1,000 actions in one request', () => {
+    type Item = { sku: string; price: number | null; attributes: Record<string, unknown>; product: unknown };
+    type Filter = { attr: string; op: string; value: unknown };
+
+    /** A filter as the old sync's SQL read it, on the test's values (strings and whole numbers). */
+    const holds = (attributes: Record<string, unknown>, f: Filter): boolean => {
+      const v = attributes[f.attr];
+      if (v === undefined) return false;
+      switch (f.op) {
+        case 'EQ':
+          return JSON.stringify(v) === JSON.stringify(f.value);
+        case 'IN':
+          return v !== null && String(f.value).split(',').map((x) => x.trim()).includes(typeof v === 'string' ? v : JSON.stringify(v));
+        default: {
+          if (typeof v !== 'number') return false;
+          const w = f.value as number;
+          return f.op === 'LT' ? v < w : f.op === 'LE' ? v <= w : f.op === 'GT' ? v > w : v >= w;
+        }
+      }
+    };
+    /** What the sync did before it was set-based: the actions one after another, in order. */
+    const oneByOne = (before: readonly Item[], actions: readonly Action[]): Item[] => {
+      const byId = new Map(before.map((i) => [i.sku, { ...i, attributes: { ...i.attributes } }]));
+      for (const { type, payload: p } of actions) {
+        const sku = p.sku as string;
+        const cur = byId.get(sku);
+        const sent = { sku, price: (p.price as number | undefined) ?? null, attributes: (p.attributes as Record<string, unknown>) ?? {}, product: p.product ?? null };
+        if (type === 'ADD' || (type === 'PATCH' && !cur)) byId.set(sku, sent);
+        else if (type === 'PATCH') byId.set(sku, { sku, price: sent.price ?? cur!.price, attributes: { ...cur!.attributes, ...sent.attributes }, product: sent.product ?? cur!.product });
+        else if (type === 'REMOVE') byId.delete(sku);
+        else {
+          for (const [k, item] of [...byId]) {
+            if (!(p.filters as Filter[]).every((f) => holds(item.attributes, f))) continue;
+            if (type === 'REMOVE_MANY') byId.delete(k);
+            else item.attributes = { ...item.attributes, ...(p.attributes as Record<string, unknown>) };
+          }
+        }
+      }
+      return [...byId.values()].sort((a, b) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0));
+    };
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const skuOf = (i: number) => `set-${String(i).padStart(4, '0')}`;
+    const COLORS = ['red', 'green', 'blue', 'black'];
+    /** 1,000 items with a few attributes each, as the catalog's first sync. */
+    const stocked = async (name: string): Promise<{ id: number; before: Item[] }> => {
+      const c = unwrap(await createCatalog(t.admin, { name, subscribedApplicationsIds: [shop.applicationId] }));
+      const adds: Action[] = Array.from({ length: 1000 }, (_, i) => ({
+        type: 'ADD',
+        payload: { sku: skuOf(i), price: 5 + random(50), attributes: { n: i, color: COLORS[random(4)], size: random(10), tag: `t${random(100)}` }, ...(i % 4 === 0 ? { product: { name: `P${i}` } } : {}) },
+      }));
+      unwrap(await sync(shop.integration, c.id, 1, adds));
+      return { id: c.id, before: await items(c.id) };
+    };
+    const priceRecords = async (catalogId: number, version: number) =>
+      (
+        await t.node.db.query<{ sku: string; price: string }>(`SELECT sku, price::text AS price FROM price_records WHERE catalog_id = $1 AND context_id = $2 ORDER BY sku`, [
+          catalogId,
+          `catalog:${catalogId}:v${version}`,
+        ])
+      ).map((r) => [r.sku, Number(r.price)]);
+    /** Applies the actions in one request and checks the outcome against applying them one by one. */
+    const same = async (catalog: { id: number; before: Item[] }, actions: Action[]) => {
+      const synced = unwrap(await sync(shop.integration, catalog.id, 2, actions));
+      expect(synced.version).toBe(2);
+      const after = await items(catalog.id);
+      expect(after).toEqual(oneByOne(catalog.before, actions));
+      const priced = actions.filter((a) => typeof a.payload.price === 'number').map((a) => [a.payload.sku, a.payload.price]);
+      expect(await priceRecords(catalog.id, 2)).toEqual(priced.sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)));
+      return after;
+    };
+
+    it('ADD: new items and replaced ones', async () => {
+      const c = await stocked('Set ADD');
+      const actions: Action[] = Array.from({ length: 1000 }, (_, i) => {
+        const sku = skuOf(i % 2 === 0 ? i : 1000 + i);
+        return { type: 'ADD', payload: { sku, replaceIfExists: true, ...(i % 3 ? { price: 1 + random(90) } : {}), attributes: { added: i }, ...(i % 5 === 0 ? { product: { name: `new ${i}` } } : {}) } };
+      });
+      expect(await same(c, actions)).toHaveLength(1500);
+    }, 30_000);
+
+    it('PATCH: stored items merged, missing ones created', async () => {
+      const c = await stocked('Set PATCH');
+      const actions: Action[] = Array.from({ length: 1000 }, (_, i) => ({
+        type: 'PATCH',
+        payload: {
+          sku: skuOf(i < 700 ? i : 1000 + i),
+          createIfNotExists: true,
+          ...(i % 2 ? { price: 100 + i } : {}),
+          attributes: { patched: i, ...(i % 7 === 0 ? { color: 'white' } : {}) },
+          ...(i % 9 === 0 ? { product: { name: `patched ${i}` } } : {}),
+        },
+      }));
+      const after = await same(c, actions);
+      expect(after).toHaveLength(1300);
+      expect(after.find((x) => x.sku === skuOf(3))).toMatchObject({ price: 103, attributes: { n: 3, patched: 3 } });
+    }, 30_000);
+
+    it('REMOVE: stored and unknown SKUs', async () => {
+      const c = await stocked('Set REMOVE');
+      const actions: Action[] = Array.from({ length: 1000 }, (_, i) => ({ type: 'REMOVE', payload: { sku: skuOf(i < 800 ? i * 1 + 100 : 5000 + i) } }));
+      expect(await same(c, actions)).toHaveLength(1000 - 800);
+    }, 30_000);
+
+    it('PATCH_MANY: in order, later filters reading what earlier actions wrote', async () => {
+      const c = await stocked('Set PATCH_MANY');
+      const filterOf = (k: number): Filter[] => {
+        switch (k % 6) {
+          case 0:
+            return [{ attr: 'color', op: 'EQ', value: COLORS[random(4)] }, { attr: 'size', op: 'LT', value: random(10) }];
+          case 1:
+            return [{ attr: 'tag', op: 'IN', value: `t${random(100)}, t${random(100)},t${random(100)}` }];
+          case 2:
+            // What actions of kind 3 write.
+            return [{ attr: 'level', op: 'GE', value: random(5) }];
+          case 3:
+            return [{ attr: 'n', op: 'GT', value: random(1000) }, { attr: 'n', op: 'LE', value: random(1000) + 200 }];
+          case 4:
+            // What actions of kind 5 write, as a string.
+            return [{ attr: 'badge', op: 'EQ', value: `b${random(3)}` }];
+          default:
+            return [{ attr: 'size', op: 'IN', value: `${random(10)},${random(10)}` }];
+        }
+      };
+      const actions: Action[] = Array.from({ length: 1000 }, (_, i) => ({
+        type: 'PATCH_MANY',
+        payload: {
+          filters: filterOf(i),
+          attributes: i % 6 === 3 ? { level: random(6) } : i % 6 === 5 ? { badge: `b${random(3)}`, size: random(10) } : { [`k${i % 11}`]: i },
+        },
+      }));
+      const after = await same(c, actions);
+      // The order mattered: applying every action to the items as they were before differs.
+      const atOnce = c.before.map((item) => {
+        let attributes = { ...item.attributes };
+        for (const a of actions) if ((a.payload.filters as Filter[]).every((f) => holds(item.attributes, f))) attributes = { ...attributes, ...(a.payload.attributes as Record<string, unknown>) };
+        return { ...item, attributes };
+      });
+      expect(after).not.toEqual(atOnce);
+      expect(after.filter((x) => x.attributes.level !== undefined).length).toBeGreaterThan(100);
+    }, 60_000);
+
+    it('REMOVE_MANY: what any filter matches', async () => {
+      const c = await stocked('Set REMOVE_MANY');
+      const actions: Action[] = Array.from({ length: 1000 }, (_, i) => ({
+        type: 'REMOVE_MANY',
+        payload: { filters: i % 2 ? [{ attr: 'tag', op: 'EQ', value: `t${random(100)}` }, { attr: 'size', op: 'GT', value: random(10) }] : [{ attr: 'n', op: 'IN', value: String(random(1000)) }] },
+      }));
+      const after = await same(c, actions);
+      expect(after.length).toBeGreaterThan(0);
+      expect(after.length).toBeLessThan(1000);
+    }, 30_000);
+
+    it('matches syncs of one action each, action after action', async () => {
+      const one = await stocked('Set one request');
+      const many = await stocked('Set many requests');
+      expect(many.before.map((i) => i.attributes)).not.toEqual([]);
+      // The same starting items in both.
+      await t.node.db.query(`DELETE FROM catalog_items WHERE catalog_id = $1`, [many.id]);
+      await t.node.db.query(`INSERT INTO catalog_items (catalog_id, sku, price, attributes, product) SELECT $1, sku, price, attributes, product FROM catalog_items WHERE catalog_id = $2`, [many.id, one.id]);
+      const actions: Action[] = [];
+      for (let i = 0; i < 40; i++) {
+        actions.push({ type: 'PATCH_MANY', payload: { filters: [{ attr: 'color', op: 'EQ', value: COLORS[i % 4] }, { attr: 'size', op: 'GE', value: i % 10 }], attributes: { step: i, [`seen${i % 3}`]: true } } });
+        actions.push({ type: 'PATCH_MANY', payload: { filters: [{ attr: 'step', op: 'LT', value: i }, { attr: `seen${(i + 1) % 3}`, op: 'EQ', value: true }], attributes: { color: COLORS[(i + 1) % 4] } } });
+      }
+      unwrap(await sync(shop.integration, one.id, 2, actions));
+      for (const [k, a] of actions.entries()) unwrap(await sync(shop.integration, many.id, 2 + k, [a]));
+      const strip = (xs: Item[]) => xs.map(({ sku, price, attributes, product }) => ({ sku, price, attributes, product }));
+      expect(strip(await items(one.id))).toEqual(strip(await items(many.id)));
+    }, 60_000);
+
+    it('refuses a bad action among 1,000 with its pointer and changes nothing', async () => {
+      const c = await stocked('Set refusals');
+      const adds: Action[] = Array.from({ length: 1000 }, (_, i) => ({ type: 'ADD', payload: { sku: skuOf(1000 + i), price: 1 } }));
+      adds[737] = { type: 'ADD', payload: { sku: skuOf(5), price: 1 } };
+      adds[900] = { type: 'ADD', payload: { sku: skuOf(6), price: 1 } };
+      const taken = await sync(shop.integration, c.id, 2, adds);
+      expect(taken.response.status).toBe(409);
+      expect(pointerOf(taken)).toBe('/actions/737/payload/sku');
+      const patches: Action[] = Array.from({ length: 1000 }, (_, i) => ({ type: 'PATCH', payload: { sku: skuOf(i), attributes: { x: 1 } } }));
+      patches[998] = { type: 'PATCH', payload: { sku: 'not-there', attributes: { x: 1 } } };
+      const missing = await sync(shop.integration, c.id, 2, patches);
+      expect(missing.response.status).toBe(404);
+      expect(pointerOf(missing)).toBe('/actions/998/payload/sku');
+      const twice = await sync(shop.integration, c.id, 2, [...adds.slice(0, 999).map((a, i) => ({ type: 'REMOVE', payload: { sku: skuOf(i) } })), { type: 'REMOVE', payload: { sku: skuOf(3) } }]);
+      expect(twice.response.status).toBe(400);
+      expect(pointerOf(twice)).toBe('/actions/999/payload/sku');
+      const badFilter = await sync(shop.integration, c.id, 2, Array.from({ length: 1000 }, (_, i) => ({ type: 'REMOVE_MANY', payload: { filters: [{ attr: 'n', op: i === 512 ? 'GT' : 'EQ', value: i === 512 ? 'x' : i }] } })));
+      expect(badFilter.response.status).toBe(400);
+      expect(pointerOf(badFilter)).toBe('/actions/512/payload/filters/0/value');
+      expect(await items(c.id)).toEqual(c.before);
+      expect(unwrap(await t.admin.GET('/v1/catalogs/{catalogId}', { params: { path: { catalogId: c.id } } })).version).toBe(1);
+      // An Application that does not subscribe to the catalog cannot sync it.
+      expect((await sync(sibling.integration, c.id, 2, [{ type: 'REMOVE', payload: { sku: skuOf(1) } }])).response.status).toBe(404);
+      expect(await items(c.id)).toHaveLength(1000);
+    }, 30_000);
+  });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMigrations, migrate } from '../../services/store/index.js';
-import { createTestDb, type AdapterName, type TestDb } from '../helpers/db.js';
-import { postgresUp } from '../helpers/services.js';
+import { createPgliteDb, createPostgresDb, loadMigrations, migrate, type Db } from '../../services/store/index.js';
+import { createTestDb, dropSchema, type AdapterName, type TestDb } from '../helpers/db.js';
+import { postgresUp, TEST_DATABASE_URL, uniqueName } from '../helpers/services.js';
 
 const adapters: AdapterName[] = postgresUp ? ['pglite', 'postgres'] : ['pglite'];
 
@@ -64,6 +64,79 @@ describe.each(adapters)('Db (%s adapter)', (adapter) => {
     );
     expect(names).toContain('outside');
     expect(names).not.toContain('inside');
+  });
+});
+
+describe.each(adapters)('migration 017: IDs of any length (%s adapter)', (adapter) => {
+  let db: Db;
+  let schema: string | undefined;
+  beforeAll(async () => {
+    schema = adapter === 'postgres' ? uniqueName('m17') : undefined;
+    db = adapter === 'postgres' ? await createPostgresDb(TEST_DATABASE_URL, { schema, maxConnections: 2 }) : await createPgliteDb({ dataDir: 'memory://' });
+  });
+  afterAll(async () => {
+    await db?.close();
+    if (schema) await dropSchema(schema);
+  });
+
+  // Characters that would break a byte-for-byte copy: backslashes before digits (octal escapes to
+  // decode), quotes, and one to four bytes of UTF-8.
+  const tricky = ['', 'plain', '\\', '\\123\\x', "it's", 'é€😀', `${'\\0'.repeat(50)}𠀀`];
+
+  it('keys sessions and limit counters stored before it on the SHA-256 of their UTF-8 bytes', async () => {
+    const all = loadMigrations();
+    await migrate(db, all.filter((m) => m.id < 17));
+    await db.query(`INSERT INTO accounts (company_name) VALUES ('m17')`);
+    const [app] = await db.query<{ id: number }>(
+      `INSERT INTO applications (account_id, name, timezone, currency, signing_secret) SELECT id, 'm17', 'UTC', 'EUR', 's' FROM accounts RETURNING id`,
+    );
+    const [campaign] = await db.query<{ id: number }>(`INSERT INTO campaigns (application_id, name) VALUES ($1, 'c') RETURNING id`, [app!.id]);
+    for (const id of tricky.filter((x) => x !== '')) {
+      await db.query(`INSERT INTO customer_sessions (application_id, integration_id) VALUES ($1, $2)`, [app!.id, id]);
+      await db.query(`INSERT INTO limit_counters (campaign_id, action, entity, counter) VALUES ($1, 'createCoupon', $2, 3)`, [campaign!.id, `p:${id}`]);
+    }
+
+    expect(await migrate(db)).toEqual(all.filter((m) => m.id >= 17).map((m) => m.id));
+
+    for (const id of tricky) {
+      const [h] = await db.query<{ same: boolean }>(`SELECT text_sha256($1) = sha256(convert_to($1, 'UTF8')) AS same`, [id]);
+      expect(h!.same, JSON.stringify(id)).toBe(true);
+    }
+    for (const id of tricky.filter((x) => x !== '')) {
+      const found = await db.query<{ integration_id: string }>(
+        `SELECT integration_id FROM customer_sessions WHERE application_id = $1 AND integration_id_hash = text_sha256($2) AND integration_id = $2`,
+        [app!.id, id],
+      );
+      expect(found.map((r) => r.integration_id)).toEqual([id]);
+      // The unique key is the hash: the same ID again conflicts on it.
+      const again = await db.query(
+        `INSERT INTO customer_sessions (application_id, integration_id) VALUES ($1, $2) ON CONFLICT (application_id, integration_id_hash) DO NOTHING RETURNING id`,
+        [app!.id, id],
+      );
+      expect(again).toEqual([]);
+      const counted = await db.query<{ counter: string }>(
+        `INSERT INTO limit_counters (campaign_id, action, entity, counter) VALUES ($1, 'createCoupon', $2, 1)
+         ON CONFLICT (campaign_id, coupon_id, action, period, entity_hash) DO UPDATE SET counter = limit_counters.counter + 1 RETURNING counter`,
+        [campaign!.id, `p:${id}`],
+      );
+      expect(Number(counted[0]!.counter)).toBe(4);
+    }
+  });
+
+  it('stores IDs far past what a B-tree entry holds', async () => {
+    // Incompressible: 20,000 distinct four-byte characters, 80,000 bytes.
+    const long = Array.from({ length: 20_000 }, (_, i) => String.fromCodePoint(0x20000 + ((i * 7919) % 40000))).join('');
+    const [app] = await db.query<{ id: number }>(`SELECT id FROM applications LIMIT 1`);
+    const [session] = await db.query<{ id: number }>(`INSERT INTO customer_sessions (application_id, integration_id) VALUES ($1, $2) RETURNING id`, [app!.id, long]);
+    await db.query(`INSERT INTO events (application_id, session_id, type) VALUES ($1, $2, 'e')`, [app!.id, long]);
+    await db.query(`INSERT INTO session_returns (application_id, session_id, returned_cart_items) VALUES ($1, $2, '[]')`, [app!.id, long]);
+    await db.query(`INSERT INTO audiences (account_id, name, integration, integration_id) SELECT id, 'a', $1, $1 FROM accounts`, [long.slice(0, 1000)]);
+    const [found] = await db.query<{ id: number; events: number; returns: number }>(
+      `SELECT s.id, (SELECT count(*) FROM events WHERE session_id = $2)::int AS events, (SELECT count(*) FROM session_returns WHERE session_id = $2)::int AS returns
+         FROM customer_sessions s WHERE s.application_id = $1 AND s.integration_id_hash = text_sha256($2) AND s.integration_id = $2`,
+      [app!.id, long],
+    );
+    expect(found).toEqual({ id: session!.id, events: 1, returns: 1 });
   });
 });
 

@@ -40,6 +40,22 @@ describe('OpenAPI operations', () => {
     expect(() => v.validateBody({ customerSession: { cartItems: [{ sku: 'A', quantity: 2, price: 0 }] } })).not.toThrow();
   });
 
+  it('takes a profile ID of up to 1000 characters and 2000 bytes of UTF-8 (x-maxUtf8Bytes), and a session ID of any length', () => {
+    const v = op('updateCustomerSessionV2');
+    const fits = ['a'.repeat(1000), 'é'.repeat(1000), '😀'.repeat(500)];
+    for (const profileId of fits) expect(() => v.validateBody({ customerSession: { profileId } })).not.toThrow();
+    expect(pointersOf(() => v.validateBody({ customerSession: { profileId: '😀'.repeat(501) } }))).toEqual(['/customerSession/profileId']);
+    expect(pointersOf(() => v.validateBody({ customerSession: { profileId: 'a'.repeat(1001) } }))).toEqual(['/customerSession/profileId']);
+    try {
+      v.validateBody({ customerSession: { profileId: '€'.repeat(667) } });
+      throw new Error('expected a validation error');
+    } catch (e) {
+      expect((e as AppError).errors[0]!.details).toBe('/customerSession/profileId must not have more than 2000 bytes of UTF-8');
+    }
+    expect(pointersOf(() => op('getCustomerInventory').validateParams({ integrationId: '€'.repeat(667) }, {}))).toEqual(['/path/integrationId']);
+    expect(() => v.validateParams({ customerSessionId: '😀'.repeat(100_000) }, {})).not.toThrow();
+  });
+
   it('refuses more than 5 identifiers and more than 100 coupon codes', () => {
     const v = op('updateCustomerSessionV2');
     expect(pointersOf(() => v.validateBody({ customerSession: { identifiers: ['1', '2', '3', '4', '5', '6'] } }))).toEqual(['/customerSession/identifiers']);
