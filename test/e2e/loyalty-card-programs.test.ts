@@ -6,9 +6,11 @@ import { createIntegrationClient, login, unwrap, type ManagementClient } from '.
 import { otherAccount } from '../helpers/management-users.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, setupShop, startTestNode, TestClock, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { addCampaign, rule } from '../helpers/promotions.js';
+import { createProgram, longKey, noopRuleset } from '../helpers/loyalty.js';
 
 const DAY = 86_400_000;
-const noop = { rules: [rule(false, [['noop']])], bindings: [], activate: true };
+const noop = noopRuleset;
+const program = async (admin: ManagementClient, applicationId: number, body: Record<string, unknown> = {}): Promise<number> => (await createProgram(admin, applicationId, body)).id;
 type Client = ShopSetup['integration'];
 type Err = { errors: Array<{ title?: string; source?: { pointer?: string } }> };
 const pointer = (r: { error?: unknown }) => (r.error as Err).errors[0]!.source?.pointer;
@@ -20,25 +22,6 @@ const updateSession = (c: Client, id: string, session: Record<string, unknown>, 
     body: { customerSession: session as never, responseContent: responseContent as never },
   });
 const closeSession = (c: Client, id: string, session: Record<string, unknown>, responseContent: string[] = []) => updateSession(c, id, { state: 'closed', ...session }, responseContent);
-
-async function program(admin: ManagementClient, applicationId: number, body: Record<string, unknown> = {}): Promise<number> {
-  return unwrap(
-    await admin.POST('/v1/loyalty_programs', {
-      body: { name: `p${Math.random().toString(36).slice(2, 10)}`, title: 'Points', subscribedApplications: [applicationId], ...body } as never,
-    }),
-  ).id;
-}
-
-/** The shop's Integration client with a key valid for two years (the clock moves by days). */
-async function longKey(t: TestNode, shop: ShopSetup): Promise<ShopSetup> {
-  const key = unwrap(
-    await t.admin.POST('/v1/applications/{applicationId}/api_keys', {
-      params: { path: { applicationId: shop.applicationId } },
-      body: { title: 'long', expires: new Date(Date.now() + 800 * DAY).toISOString() },
-    }),
-  );
-  return { ...shop, integration: createIntegrationClient({ baseUrl: t.url, apiKey: key.key, retries: 0 }) };
-}
 
 describe('card-based loyalty programs (PGlite, controllable clock)', () => {
   let t: TestNode;

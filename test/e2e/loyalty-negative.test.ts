@@ -5,10 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, login, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, setupShop, startTestNode, TestClock, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { addCampaign, rule } from '../helpers/promotions.js';
+import { createProgram, noopRuleset } from '../helpers/loyalty.js';
 import { postgresUp } from '../helpers/services.js';
 
 const DAY = 86_400_000;
-const noop = { rules: [rule(false, [['noop']])], bindings: [], activate: true };
+const noop = noopRuleset;
+const program = createProgram;
 type Client = ShopSetup['integration'];
 type Err = { errors: Array<{ title?: string; source?: { pointer?: string } }> };
 const lines = (...prices: number[]) => prices.map((price, i) => ({ name: `Item ${i}`, sku: `SKU-${i}`, quantity: 1, price }));
@@ -21,14 +23,6 @@ const updateSession = (c: Client, id: string, session: Record<string, unknown>, 
   });
 const closeSession = (c: Client, id: string, session: Record<string, unknown>, responseContent: string[] = []) => updateSession(c, id, { state: 'closed', ...session }, responseContent);
 const touch = (c: Client, integrationId: string) => c.PUT('/v2/customer_profiles/{integrationId}', { params: { path: { integrationId } }, body: { attributes: {} } });
-
-async function program(admin: ManagementClient, applicationId: number, body: Record<string, unknown> = {}) {
-  return unwrap(
-    await admin.POST('/v1/loyalty_programs', {
-      body: { name: `n${Math.random().toString(36).slice(2, 10)}`, title: 'Points', subscribedApplications: [applicationId], ...body } as never,
-    }),
-  );
-}
 
 function points(admin: () => ManagementClient, programID: number) {
   const call = (path: 'add_points' | 'deduct_points', integrationID: string, body: Record<string, unknown>) =>

@@ -5,11 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, login, unwrap } from '../../sdk/index.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, setupShop, startTestNode, TestClock, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { addCampaign, rule } from '../helpers/promotions.js';
+import { createProgram, longKey, noopRuleset } from '../helpers/loyalty.js';
 import { postgresUp } from '../helpers/services.js';
 import { settleDueLedgers } from '../../services/integration/index.js';
 
 const DAY = 86_400_000;
-const noop = { rules: [rule(false, [['noop']])], bindings: [], activate: true };
+const noop = noopRuleset;
+const program = async (t: TestNode, applicationId: number, body: Record<string, unknown> = {}): Promise<number> => (await createProgram(t.admin, applicationId, body)).id;
 
 type Client = ShopSetup['integration'];
 const closeSession = (c: Client, id: string, session: Record<string, unknown>, responseContent: string[] = []) =>
@@ -18,26 +20,6 @@ const closeSession = (c: Client, id: string, session: Record<string, unknown>, r
     body: { customerSession: { state: 'closed', ...session } as never, responseContent: responseContent as never },
   });
 const lines = (...prices: number[]) => prices.map((price, i) => ({ name: `Item ${i}`, sku: `SKU-${i}`, quantity: 1, price }));
-
-async function program(t: TestNode, applicationId: number, body: Record<string, unknown> = {}): Promise<number> {
-  const p = unwrap(
-    await t.admin.POST('/v1/loyalty_programs', {
-      body: { name: `p${Math.random().toString(36).slice(2, 10)}`, title: 'Points', subscribedApplications: [applicationId], ...body } as never,
-    }),
-  );
-  return p.id;
-}
-
-/** The shop's Integration client with a key valid for two years (the clock moves past a year). */
-async function longKey(t: TestNode, shop: ShopSetup): Promise<ShopSetup> {
-  const key = unwrap(
-    await t.admin.POST('/v1/applications/{applicationId}/api_keys', {
-      params: { path: { applicationId: shop.applicationId } },
-      body: { title: 'long', expires: new Date(Date.now() + 800 * DAY).toISOString() },
-    }),
-  );
-  return { ...shop, integration: createIntegrationClient({ baseUrl: t.url, apiKey: key.key, retries: 0 }) };
-}
 
 /** A profile exists before Management adds points to it. */
 const touch = (c: Client, integrationId: string) =>
