@@ -306,7 +306,6 @@ describe('achievements', () => {
         body: { attributes: {} } as never,
       }),
     );
-    console.log(JSON.stringify(await historyOf(s, who, fixed.achievementId)));
     expect((await progressOf(s, who, fixed.achievementId)).progress).toBe(4);
   });
 
