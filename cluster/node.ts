@@ -11,15 +11,11 @@ import {
   AccessLogWriter,
   ApiKeyResolver,
   bootstrapAdmin,
-  loggedTransport,
-  MailDispatcher,
-  parseSmtpUrl,
-  smtpTransport,
   type AccessLogWriterOptions,
   type BootstrapResult,
-  type MailTransport,
   type ManagementContext,
 } from '../services/management/index.js';
+import { loggedTransport, MailDispatcher, OutboxDispatcher, parseSmtpUrl, smtpTransport, type MailTransport, type OutboxDispatcherOptions } from '../services/notify/index.js';
 import {
   createLocalConfigEvents,
   createLogger,
@@ -88,6 +84,11 @@ export interface NodeOptions {
   mailBackoffMs?: number;
   /** Test hook: a transport used instead of SMTP or the log. */
   mailTransport?: MailTransport;
+  /**
+   * Delivery of rule-triggered webhooks and notifications (see OutboxDispatcherOptions: pollMs,
+   * maxAttempts, backoffMs, maxBackoffMs, timeoutMs, leaseMarginMs, batchSize, concurrency).
+   */
+  outbox?: Omit<OutboxDispatcherOptions, 'db' | 'clock' | 'logger' | 'userAgent'>;
   /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
   accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
@@ -168,6 +169,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     });
     mailer.start();
     cleanups.push(() => mailer.stop());
+    // Every node sends due webhook calls and notifications; a use case that wrote some wakes the
+    // local dispatcher so that they leave at once rather than at the next poll.
+    const outbox = new OutboxDispatcher({ db, clock, logger, userAgent: `Perkline (node ${nodeId})`, ...options.outbox });
+    outbox.start();
+    cleanups.push(() => outbox.stop());
+    const outboundWritten = () => outbox.wake();
     const management: ManagementContext = {
       db,
       events,
@@ -185,7 +192,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     cleanups.push(() => evaluator.close());
     const snapshots = new SnapshotCache({ db, events });
     cleanups.push(() => snapshots.close());
-    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger });
+    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, outboundWritten });
     const actors = new ActorHost({
       beforeRun: options.actorBeforeRun,
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
@@ -248,6 +255,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
           clock,
           eventPrefix: options.eventPrefix,
           logger,
+          outboundWritten,
           // Customer data deletion changed these sessions: every node's cached copies go.
           onSessionsChanged: (changed) => {
             const byApp = new Map<number, string[]>();
@@ -255,7 +263,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
             for (const [applicationId, sessionIds] of byApp) events.publish({ kind: 'sessions', applicationId, sessionIds });
           },
         }),
-        events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),
+        events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, outboundWritten }),
         reservations: new ReservationService(db, clock),
         achievements: new AchievementService(db, clock),
         loyalty: new LoyaltyService(db, clock),

@@ -1305,6 +1305,8 @@ export interface components {
             /** @description Body template; may reference `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}` and declared parameters as `${$<param>}`. */
             payload?: string;
             enabled?: boolean;
+            /** @description (ext) Key of the `X-Signature: sha256=<hex HMAC-SHA256 of the body>` header sent with each call; never shown. On update, leaving it out keeps the current key and an empty string removes it. */
+            secret?: string;
         };
         NewWebhook: components["schemas"]["WebhookFields"] & unknown;
         Webhook: components["schemas"]["WebhookFields"] & {

@@ -5,10 +5,12 @@
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
-import { addDuration, couponView, grantPoints, lockLedger, referralView, settleExpired, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
+import { addDuration, couponView, enqueueOutbound, grantPoints, lockLedger, referralView, settleExpired, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
+import { webhookEffects, webhookRequests } from './webhooks.js';
+import type { WebhookDefinition } from './snapshot.js';
 
 /**
  * A counter ran out between evaluation and commit (another session took the last use of a coupon
@@ -44,17 +46,23 @@ const AMOUNT_LIMIT_ACTIONS: ReadonlySet<string> = new Set(['setDiscount', 'addLo
 export interface EffectsCommit {
   app: ApplicationSettings;
   campaigns: readonly CampaignSnapshot[];
+  /** The Application's webhooks (triggerWebhook effects call them). */
+  webhooks: ReadonlyMap<number, WebhookDefinition>;
   sessionId: string;
   profileId: string;
   effects: readonly Effect[];
   loaded: LoadedFacts;
   now: Date;
+  /** The Integration API request that makes the effects final (webhook logs name it). */
+  requestUuid?: string | undefined;
 }
 
 export interface EffectsCommitResult {
   counters: CounterEntry[];
   createdCoupons: Array<Record<string, unknown>>;
   createdReferrals: Array<Record<string, unknown>>;
+  /** Outbound requests (webhook calls) written to the outbox: the caller wakes the dispatcher after its commit. */
+  outbound: number;
 }
 
 const sum = (values: number[]) => (values.length === 0 ? 0 : addExact(...values));
@@ -187,6 +195,7 @@ export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[];
   const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length + plan.loyalty.length;
   if (more > 0 || plan.referral) return undefined;
   if (c.profileId !== '' && c.effects.some((e) => e.effectType === 'increaseAchievementProgress')) return undefined;
+  if (webhookEffects(c.effects).some((e) => c.webhooks.get(Number(e.props.webhookId))?.enabled)) return undefined;
   return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
 }
 
@@ -316,10 +325,14 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
     }
   }
 
+  // Webhooks the rules triggered: their requests, rendered as of now, go out once this commits.
+  const outbound = await webhookRequests(tx, c, webhookEffects(c.effects));
+  await enqueueOutbound(tx, outbound, c.now);
+
   // Campaign statistics.
   for (const entry of plan.stats) counters.push({ t: 'stats', ...entry });
   await appendStats(tx, plan.stats, c.now);
-  return { counters, createdCoupons, createdReferrals };
+  return { counters, createdCoupons, createdReferrals, outbound: outbound.length };
 }
 
 /** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */

@@ -32,5 +32,3 @@ export * from './access-log-writer.js';
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
 export * from './users.js';
 export * from './accounts.js';
-export * from './mail.js';
-export * from './smtp.js';
