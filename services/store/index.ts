@@ -16,4 +16,4 @@ export function openDb(options: DbOptions): Promise<Db> {
 export { foldCampaignStats } from './campaign-stats.js';
 export { couponView, normalizeCode, referralView } from './coupons.js';
 export { addDuration, grantPoints, isDuration, lockLedger, settleExpired, spendPoints, tierOf, type Grant, type LedgerKey, type Tier } from './loyalty-ledger.js';
-export { enqueueOutbound, queueMail, type OutboundRequest, type QueuedMail } from './outbox.js';
+export { enqueueNotifications, enqueueOutbound, queueMail, type NotificationBatch, type OutboundRequest, type QueuedMail } from './outbox.js';

@@ -57,6 +57,40 @@ export async function enqueueOutbound(tx: Queryable, requests: readonly Outbound
   return rows.map((r) => r.notification_id);
 }
 
+/** Notifications of one type about one Application: one body per notification. */
+export interface NotificationBatch {
+  accountId: number;
+  applicationId: number;
+  /** NotificationType, as the Application's notification webhooks subscribe to it. */
+  notificationType: string;
+  /** Each body, as sent (JSON). */
+  bodies: readonly unknown[];
+  campaignId?: number | undefined;
+}
+
+/**
+ * Adds one request per body for every enabled notification webhook of the Application that
+ * subscribes to the type, in one statement; call it inside the transaction of the change that
+ * causes the notifications. Returns how many requests it wrote (0: nobody subscribes).
+ */
+export async function enqueueNotifications(tx: Queryable, batch: NotificationBatch, now: Date): Promise<number> {
+  if (batch.bodies.length === 0) return 0;
+  const rows = await tx.query<{ n: number }>(
+    `WITH ins AS (
+       INSERT INTO outbox (notification_id, account_id, application_id, kind, endpoint_id, campaign_id, notification_type, method, url, headers,
+         body, created, next_attempt_at)
+       SELECT gen_random_uuid(), $1, $2, 'notification', w.id, $4, $3, 'POST', w.url, w.headers, b.body::text, $6, $6
+         FROM notification_webhooks w, json_array_elements($5::json) WITH ORDINALITY AS b(body, k)
+        WHERE w.application_id = $2 AND w.enabled AND w.notification_types ? $3
+        ORDER BY w.id, b.k
+       RETURNING 1
+     )
+     SELECT count(*)::int AS n FROM ins`,
+    [batch.accountId, batch.applicationId, batch.notificationType, batch.campaignId ?? null, JSON.stringify(batch.bodies), now.toISOString()],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /** A mail of the Management API (invites, password recovery). */
 export interface QueuedMail {
   accountId: number;
