@@ -642,9 +642,7 @@ export interface components {
             };
             sessionId?: string;
             effects?: components["schemas"]["Effect"][];
-            ledgerEntries?: {
-                [key: string]: unknown;
-            }[];
+            ledgerEntries?: components["schemas"]["LedgerEntry"][];
             meta?: {
                 [key: string]: unknown;
             };
@@ -653,9 +651,7 @@ export interface components {
             customerSession?: components["schemas"]["CustomerSessionV2"];
             customerProfile?: components["schemas"]["CustomerProfile"];
             event?: components["schemas"]["Event"];
-            loyalty?: {
-                [key: string]: unknown;
-            };
+            loyalty?: components["schemas"]["LoyaltyState"];
             effects: components["schemas"]["Effect"][];
             triggeredCampaigns?: {
                 [key: string]: unknown;
@@ -828,9 +824,7 @@ export interface components {
             };
             sessionId?: string;
             effects?: components["schemas"]["Effect"][];
-            ledgerEntries?: {
-                [key: string]: unknown;
-            }[];
+            ledgerEntries?: components["schemas"]["LedgerEntry"][];
             meta?: {
                 [key: string]: unknown;
             };
@@ -899,6 +893,8 @@ export interface components {
                         };
                     };
                 };
+                /** @description The cards of card-based programs the profile shares, with their own ledgers. */
+                cards?: components["schemas"]["LoyaltyCardState"][];
             };
             achievements?: components["schemas"]["CustomerAchievement"][];
         };
@@ -994,6 +990,87 @@ export interface components {
             subLedgerBalances?: {
                 [key: string]: components["schemas"]["LoyaltyLedgerBalances"];
             };
+        };
+        /** @description A ledger's balances (the spec's ledger object). currentBalance is the active points, negativeBalance the debt of a program that allows negative balances. The tentative balances are the balances as they would be if the open session's (or dry run's) loyalty effects were committed; once they are, they equal the others. */
+        LoyaltyLedgerObject: {
+            currentBalance: number;
+            pendingBalance: number;
+            negativeBalance: number;
+            expiredBalance: number;
+            spentBalance: number;
+            tentativeCurrentBalance: number;
+            tentativePendingBalance: number;
+            tentativeNegativeBalance: number;
+            currentTier?: {
+                name?: string;
+                minPoints?: number;
+            };
+            /** @description Absent at the top tier */
+            pointsToNextTier?: number;
+        };
+        LoyaltyCardState: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            programID: number;
+            programName: string;
+            programTitle: string;
+            /** @enum {string} */
+            status: "active" | "inactive";
+            blockReason?: string;
+            identifier: string;
+            usersPerCardLimit?: number;
+            profiles: {
+                integrationId: string;
+                /** Format: date-time */
+                timestamp: string;
+            }[];
+            ledger: components["schemas"]["LoyaltyLedgerObject"];
+            subledgers: {
+                [key: string]: components["schemas"]["LoyaltyLedgerObject"];
+            };
+        };
+        LoyaltyState: {
+            /** @description Cards of the Application's card-based programs that the profile shares or that the request names (loyaltyCards). */
+            cards: components["schemas"]["LoyaltyCardState"][];
+            /** @description The profile's programs of the Application, by program name. */
+            programs: {
+                [key: string]: {
+                    id: number;
+                    title: string;
+                    name: string;
+                    /**
+                     * Format: date-time
+                     * @description Absent until the profile's first transaction in the program.
+                     */
+                    joinDate?: string;
+                    ledger: components["schemas"]["LoyaltyLedgerObject"];
+                    subledgers?: {
+                        [key: string]: components["schemas"]["LoyaltyLedgerObject"];
+                    };
+                };
+            };
+        };
+        /** @description A loyalty transaction an event caused. amount is signed (added points positive, taken points negative); reason is the effect's name, its type without one, or rollback; referenceId is the id of the entry it balances (a rollback of a deduction gives points back to that deduction's grants and carries the deduction's id). */
+        LedgerEntry: {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            profileId: string;
+            accountId: number;
+            loyaltyProgramId: number;
+            eventId: number;
+            amount: number;
+            reason: string;
+            /** Format: date-time */
+            expiryDate?: string;
+            referenceId?: number;
+            /** @description (ext) Absent for the main ledger. */
+            subLedgerId?: string;
+            /** @description (ext) The card whose ledger changed */
+            cardIdentifier?: string;
         };
         AchievementProgress: {
             /** @enum {string} */

@@ -1211,9 +1211,12 @@ export interface components {
             allowSubledger?: boolean;
             /** @description Unique names, ascending minPoints. */
             tiers?: components["schemas"]["LoyaltyTier"][];
+            /** @description Points live on the ledgers of the program's cards */
             cardBased?: boolean;
             /** @description Only for card-based programs. */
             usersPerCardLimit?: number;
+            /** @description (ext) A deduction larger than the active balance applies: what the active points do not cover is a debt (the ledger's negativeBalance), paid by points as they become active before they can be spent. Default false: such a deduction is refused. */
+            allowNegativeBalance?: boolean;
         };
         NewLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"] & unknown;
         UpdateLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"];
@@ -1268,6 +1271,8 @@ export interface components {
             totalPendingPoints: number;
             totalSpentPoints: number;
             totalExpiredPoints: number;
+            /** @description The debt of a program that allows negative balances. */
+            totalNegativePoints: number;
             transactions: components["schemas"]["LoyaltyLedgerEntry"][];
             /** @description Active points with an expiry, earliest first (type expiring, amount = what is left). */
             expiringPoints: components["schemas"]["LoyaltyLedgerEntry"][];
@@ -1557,6 +1562,27 @@ export interface components {
                 /** Format: date-time */
                 timestamp: string;
             }[];
+            ledger: components["schemas"]["LoyaltyLedgerObject"];
+            /** @description By subledger id. */
+            subledgers: {
+                [key: string]: components["schemas"]["LoyaltyLedgerObject"];
+            };
+        };
+        /** @description A ledger's balances now (the spec's ledger object); tentative balances equal the others outside a session. */
+        LoyaltyLedgerObject: {
+            currentBalance: number;
+            pendingBalance: number;
+            negativeBalance: number;
+            expiredBalance: number;
+            spentBalance: number;
+            tentativeCurrentBalance: number;
+            tentativePendingBalance: number;
+            tentativeNegativeBalance: number;
+            currentTier?: {
+                name?: string;
+                minPoints?: number;
+            };
+            pointsToNextTier?: number;
         };
         /** @description Moves the end of each run to this month, day and time (UTC) of the year the period ends in. */
         AchievementPeriodEndOverride: {

@@ -1,5 +1,5 @@
 import type { AchievementService, AudienceService, CatalogService, EventService, LoyaltyService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
-import { toV1State } from '../integration/index.js';
+import { toV1State, type LoyaltyStateRequest } from '../integration/index.js';
 import type { ActorHandlers } from './local-port.js';
 
 export interface IntegrationServices {
@@ -18,16 +18,31 @@ export interface IntegrationServices {
 /** The integration use case behind each port operation, with the state its actor keeps. */
 export function integrationActorHandlers(services: IntegrationServices): ActorHandlers {
   const { sessions, referrals, profiles, events, reservations, audiences, catalogs, achievements, loyalty } = services;
-  /** IntegrationStateV2 `loyalty` (asked for by responseContent): the profile's programs as of the answer (issue 6, area J). */
-  const withLoyalty = async (out: unknown, app: { applicationId: number; accountId: number }, profileId: string | undefined): Promise<void> => {
+  /**
+   * IntegrationStateV2 `loyalty` (asked for by responseContent): the profile's programs and cards,
+   * and the cards the call names, as of the answer (issue 6, area J).
+   */
+  const withLoyalty = async (out: unknown, app: { applicationId: number; accountId: number }, request: LoyaltyStateRequest): Promise<void> => {
     const o = out as Record<string, unknown> | undefined;
-    if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, profileId ?? '');
+    if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, request);
   };
+  /** The effects of a state that nothing committed: the tentative balances count them. */
+  const effectsOf = (out: unknown): LoyaltyStateRequest['uncommitted'] => (out as { effects?: LoyaltyStateRequest['uncommitted'] } | undefined)?.effects ?? [];
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
       if (outcome.committed) state.set(outcome.committed);
-      await withLoyalty(outcome.state, call.app, (outcome.committed ?? state.get<SessionRecord>())?.profileId);
+      const session = outcome.committed ?? state.get<SessionRecord>();
+      // A dry run is the payload alone (spec: Dry requests), and commits none of its effects; an
+      // open session's effects become final only when it closes.
+      const sent = (call.request as { customerSession?: { profileId?: string; loyaltyCards?: string[] } }).customerSession;
+      await withLoyalty(
+        outcome.state,
+        call.app,
+        call.dry
+          ? { profileId: sent?.profileId ?? '', cards: sent?.loyaltyCards ?? [], uncommitted: effectsOf(outcome.state) }
+          : { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: session?.state === 'open' ? effectsOf(outcome.state) : undefined },
+      );
       // Legacy v1 (`PUT /v1/customer_sessions/...`) answers {session, profile, event}.
       return call.version === 'v1' ? toV1State(outcome.state) : outcome.state;
     },
@@ -35,7 +50,8 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     returnSession: async (call, state) => {
       const outcome = await sessions.returns(call, state.get<SessionRecord>());
       if (outcome.committed) state.set(outcome.committed);
-      await withLoyalty(outcome.state, call.app, (outcome.committed ?? state.get<SessionRecord>())?.profileId);
+      const session = outcome.committed ?? state.get<SessionRecord>();
+      await withLoyalty(outcome.state, call.app, { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: call.dry ? effectsOf(outcome.state) : undefined });
       return outcome.state;
     },
     reopenSession: async (call, state) => {
@@ -45,10 +61,15 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     },
     updateProfile: async (call) => {
       const out = await profiles.update(call);
-      await withLoyalty(out, call.app, call.integrationId);
+      await withLoyalty(out, call.app, { profileId: call.integrationId, uncommitted: call.dry ? effectsOf(out) : undefined });
       return out;
     },
-    trackEvent: (call) => events.track(call),
+    trackEvent: async (call) => {
+      const out = await events.track(call);
+      const cards = (call.request as { loyaltyCards?: string[] }).loyaltyCards;
+      await withLoyalty(out, call.app, { profileId: call.profileId, cards, uncommitted: call.dry ? effectsOf(out) : undefined });
+      return out;
+    },
     deleteCustomerData: async (call) => {
       await profiles.deleteCustomerData(call);
       return {};

@@ -77,6 +77,26 @@ const audience = (type: 'addToAudience' | 'removeFromAudience'): EffectDef => ({
   },
 });
 
+/**
+ * The ledger a loyalty effect acts on, checked against the loyalty facts when the integration
+ * gave them: the program must be one of the Application's, a card-based program needs an active
+ * card of it in the session (its points live on the card), and a profile-based one a profile.
+ * Returns the card's identifier for card-based programs (`cardIdentifier`), nothing otherwise.
+ */
+function loyaltyLedgerOf(env: Env, programId: number): { cardIdentifier?: string } {
+  const facts = env.ctx?.input.facts?.loyalty;
+  if (!facts) return {};
+  const fact = facts[String(programId)];
+  if (!fact) throw new EvalError(`LoyaltyProgramNotFound: loyalty program ${programId} is not one of the Application's`);
+  if (fact.cardBased) {
+    if (fact.card !== undefined) return { cardIdentifier: fact.card };
+    if (fact.blockedCard !== undefined) throw new EvalError(`LoyaltyCardBlocked: loyalty card ${JSON.stringify(fact.blockedCard)} of program ${programId} is blocked`);
+    throw new EvalError(`LoyaltyCardRequired: program ${programId} is card-based and the session names no card of it in loyaltyCards`);
+  }
+  if (profileOf(env) === '') throw new EvalError(`ProfileRequired: loyalty program ${programId} keeps points on profiles and the session has none`);
+  return {};
+}
+
 const ATTRIBUTE_PATH = /^(Session|Profile)\.Attributes\.[^.].*$/;
 
 const effects: Record<string, EffectDef> = {
@@ -143,19 +163,23 @@ const effects: Record<string, EffectDef> = {
     emit: ([program, points, opts], env) => {
       const ctx = ctxOf(env, 'addLoyaltyPoints');
       const o = options(opts);
+      const programId = Number(idOf(program, 'program id'));
       const startDate = after(env, optString(o, 'pendingDuration'), 'pendingDuration') ?? formatTime(parseTime(ctx.input.now)!);
       const expiryDate = after(env, optString(o, 'expiryDuration'), 'expiryDuration') ?? 'unlimited';
+      const value = positive(points, 'points');
+      const card = loyaltyLedgerOf(env, programId);
       return {
         effectType: 'addLoyaltyPoints',
         props: {
-          programId: Number(idOf(program, 'program id')),
+          programId,
           subLedgerId: optString(o, 'subledgerId') ?? '',
-          value: positive(points, 'points'),
+          value,
           recipientIntegrationId: profileOf(env),
           transactionUUID: transactionId(ctx),
           startDate,
           expiryDate,
           name: optString(o, 'name') ?? '',
+          ...card,
         },
       };
     },
@@ -166,14 +190,18 @@ const effects: Record<string, EffectDef> = {
     emit: ([program, points, opts], env) => {
       const ctx = ctxOf(env, 'deductLoyaltyPoints');
       const o = options(opts);
+      const programId = Number(idOf(program, 'program id'));
+      const value = positive(points, 'points');
+      const card = loyaltyLedgerOf(env, programId);
       return {
         effectType: 'deductLoyaltyPoints',
         props: {
-          programId: Number(idOf(program, 'program id')),
+          programId,
           subLedgerId: optString(o, 'subledgerId') ?? '',
-          value: positive(points, 'points'),
+          value,
           transactionUUID: transactionId(ctx),
           name: optString(o, 'name') ?? '',
+          ...card,
         },
       };
     },

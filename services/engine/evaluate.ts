@@ -9,6 +9,7 @@ import {
   type LimitFact,
   type CampaignInput,
   type Effect,
+  type EvaluationFacts,
   type EvaluationInput,
   type EvaluationResult,
   type RuleFailureReason,
@@ -349,6 +350,7 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
   const reject = (r: Rejection, type: 'rejectCoupon' | 'rejectReferral') =>
     effects.push(codeEffect(r.campaignId, 0, undefined, type, { value: r.value, rejectionReason: r.reason }));
   const limits = new Limits(input.facts?.limits);
+  const points = new LoyaltyRoom(input.facts?.loyalty);
   for (const r of coupons.rejections) reject(r, 'rejectCoupon');
   if (referral.rejection) reject(referral.rejection, 'rejectReferral');
   for (const o of outcomes) {
@@ -414,6 +416,13 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
         }
         limits.consume(c.id, counted, amount, couponValue);
       }
+      if (e.effectType === 'deductLoyaltyPoints') {
+        const short = points.take(e.props);
+        if (short) {
+          ruleFailureReasons.push(failure(o.campaign, e.ruleIndex, e.ruleName, short, e.effectIndex));
+          continue;
+        }
+      }
       if (DISCOUNT_TYPES.has(e.effectType)) {
         const overCount = limits.blocking(c.id, 'setDiscountEffect', 1, couponValue);
         if (overCount) {
@@ -453,6 +462,32 @@ export function evaluate(input: EvaluationInput): EvaluationResult {
     }
   }
   return { effects, ruleFailureReasons, triggeredCampaignIds: [...triggered] };
+}
+
+/**
+ * What is left of each loyalty balance as the deductions of this evaluation take from it, in
+ * effect order (as the commit will take them). Additions of the same evaluation are not counted:
+ * they may start later, and a deduction must not rest on points that are not there yet.
+ */
+class LoyaltyRoom {
+  private readonly taken = new Map<string, number>();
+  constructor(private readonly facts: EvaluationFacts['loyalty']) {}
+
+  /** Takes the deduction's points and returns nothing when they fit, else why they do not. */
+  take(props: Record<string, unknown>): string | undefined {
+    const fact = this.facts?.[String(props.programId)];
+    if (!fact || fact.allowNegative) return undefined;
+    const sub = typeof props.subLedgerId === 'string' ? props.subLedgerId : '';
+    const key = `${String(props.programId)}|${sub}`;
+    const value = props.value as number;
+    const before = this.taken.get(key) ?? 0;
+    const balance = Math.round(((sub === '' ? fact.balance : (fact.subledgers?.[sub] ?? 0)) - before) * 1e9) / 1e9;
+    if (balance < value) {
+      return `InsufficientLoyaltyPoints: deducting ${value} points of program ${String(props.programId)} needs an active balance of at least ${value}; it is ${balance}`;
+    }
+    this.taken.set(key, before + value);
+    return undefined;
+  }
 }
 
 /** Rough cost of an input: rules × cart lines (what makes an evaluation worth a worker thread). */

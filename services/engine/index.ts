@@ -8,6 +8,7 @@ export type {
   CouponFact,
   EvaluationFacts,
   LimitFact,
+  LoyaltyFact,
   ReferralFact,
   CampaignInput,
   CampaignPriority,

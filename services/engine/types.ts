@@ -101,8 +101,30 @@ export interface EvaluationFacts {
   achievements?: Record<string, { name: string; target: number; progress: number }>;
   webhooks?: Record<string, { name: string }>;
   limits?: LimitFact[];
-  /** Active balance per loyalty program id, and per subledger. */
-  loyalty?: Record<string, { balance: number; subledgers?: Record<string, number> }>;
+  /**
+   * The loyalty programs the Application subscribes to, by program id: the balance that rules read
+   * and effects change. When given, addLoyaltyPoints / deductLoyaltyPoints are checked against it
+   * (a program not listed, a card-based program without the session's card, a deduction the
+   * balance does not cover); without it (a bare engine call) they are emitted unchecked.
+   */
+  loyalty?: Record<string, LoyaltyFact>;
+}
+
+export interface LoyaltyFact {
+  /**
+   * The active balance of the ledger effects act on (the profile's, or the session's card's in a
+   * card-based program), less its debt: negative only where the program allows it.
+   */
+  balance: number;
+  subledgers?: Record<string, number>;
+  /** Points live on cards; effects need `card`. */
+  cardBased?: boolean;
+  /** The identifier of the first active card of this program that the session names. */
+  card?: string;
+  /** A card of this program the session names that is blocked (when it names no active one). */
+  blockedCard?: string;
+  /** A deduction may take the balance below zero. */
+  allowNegative?: boolean;
 }
 
 export type CampaignPriority = 'universal' | 'stackable' | 'exclusive';

@@ -5,7 +5,7 @@
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
-import { addDuration, couponView, enqueueOutbound, grantPoints, lockLedger, referralView, settleExpired, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
+import { addDuration, couponView, enqueueOutbound, grantPoints, lockLedger, payDebts, referralView, settleLedger, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
@@ -37,7 +37,19 @@ export type CounterEntry =
    * A loyalty transaction that addLoyaltyPoints (kind add: a grant) or deductLoyaltyPoints (kind
    * deduct: a subtraction) wrote; `amount` is what of it is still committed.
    */
-  | { t: 'loyalty'; campaignId: number; kind: 'add' | 'deduct'; programId: number; profileId: number; subledgerId: string; transactionId: number; amount: number };
+  | {
+      t: 'loyalty';
+      campaignId: number;
+      kind: 'add' | 'deduct';
+      programId: number;
+      /** The ledger's profile; 0 for a card's ledger. */
+      profileId: number;
+      /** The ledger's card, in a card-based program. */
+      cardId?: number;
+      subledgerId: string;
+      transactionId: number;
+      amount: number;
+    };
 
 export const DISCOUNT_EFFECTS: ReadonlySet<string> = new Set(['setDiscount', 'setDiscountPerItem', 'setDiscountPerAdditionalCost']);
 /** Amounts that returns give back pro rata; counts (redemptions) stay. */
@@ -63,6 +75,8 @@ export interface EffectsCommitResult {
   createdReferrals: Array<Record<string, unknown>>;
   /** Outbound requests (webhook calls) written to the outbox: the caller wakes the dispatcher after its commit. */
   outbound: number;
+  /** The loyalty transactions written: the ledger entries of the commit's event. */
+  ledgerEntries: LedgerWrite[];
 }
 
 const sum = (values: number[]) => (values.length === 0 ? 0 : addExact(...values));
@@ -274,7 +288,12 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   // Achievement progress (issue 6, area K), each achievement under its profile row lock.
   counters.push(...(await commitAchievementProgress(tx, c.app.id, c.profileId, c.effects, c.now)));
   // Loyalty points added and deducted (issue 6, area J), ledgers locked in a fixed order.
-  if (plan.loyalty.length > 0) counters.push(...(await commitLoyalty(tx, c, plan.loyalty)));
+  const ledgerEntries: LedgerWrite[] = [];
+  if (plan.loyalty.length > 0) {
+    const loyalty = await commitLoyalty(tx, c, plan.loyalty);
+    counters.push(...loyalty.counters);
+    ledgerEntries.push(...loyalty.entries);
+  }
 
   // Created coupons and referrals become real.
   const createdCoupons: Array<Record<string, unknown>> = [];
@@ -332,7 +351,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   // Campaign statistics.
   for (const entry of plan.stats) counters.push({ t: 'stats', ...entry });
   await appendStats(tx, plan.stats, c.now);
-  return { counters, createdCoupons, createdReferrals, outbound: outbound.length };
+  return { counters, createdCoupons, createdReferrals, ledgerEntries, outbound: outbound.length };
 }
 
 /** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */
@@ -367,6 +386,10 @@ export interface RollbackOptions {
   keepCounts?: boolean;
   /** Rounds an amount to the currency's minor unit. */
   round?: (n: number) => number;
+  /** When the rollback happens (default: the system clock's now). */
+  now?: Date;
+  /** Collects the ledger entries of the loyalty rollbacks. */
+  ledger?: LedgerEntrySink;
 }
 
 /**
@@ -378,7 +401,16 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
   const stats: Stats[] = [];
   const round = options.round ?? ((n: number) => n);
   const keep = options.keepCounts ?? false;
+  // The ledgers are locked together, in the commits' order and where a commit locks them (after
+  // the other counters): a shared card's ledger may be rolled back while another profile's close
+  // writes it and its own ledger.
+  const ledgers = new Map(counters.filter((k): k is LoyaltyCounter => k.t === 'loyalty').map((k) => [keyOf(counterKey(k)), counterKey(k)]));
+  let ledgersLocked = false;
   for (const k of counters) {
+    if (k.t === 'loyalty' && !ledgersLocked) {
+      for (const key of [...ledgers.keys()].sort()) await lockLedger(tx, ledgers.get(key)!, { integrationId: '', now: options.now ?? new Date(), create: false });
+      ledgersLocked = true;
+    }
     const share = Math.min(1, Math.max(0, options.share?.(k.campaignId) ?? 1));
     const back = (amount: number) => (share >= 1 ? amount : round(amount * share));
     switch (k.t) {
@@ -419,7 +451,7 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         break;
       case 'loyalty': {
         const amount = back(k.amount);
-        if (amount > 0) await rollbackLoyalty(tx, k, amount);
+        if (amount > 0) await rollbackLoyalty(tx, k, amount, options.now ?? new Date(), options.ledger);
         if (keep && k.amount - amount > 0) remaining.push({ ...k, amount: addExact(k.amount, -amount) });
         break;
       }
@@ -476,34 +508,92 @@ export async function changeMembership(tx: Queryable, accountId: number | null, 
 const pointsRound = (x: number): number => Math.round(x * 1e9) / 1e9;
 
 /**
- * Writes the loyalty effects of one commit: each program must be one the Application subscribes
- * to (effects of any other program are not applied); the recipient profile is created when
- * missing. An addition without its own pendingDuration / expiryDuration takes the program's
- * defaultPending / defaultValidity. A deduction needs the active balance at commit: when the
- * evaluation saw enough points and they are gone now (a concurrent close spent them), the commit
- * is retried with fresh facts; when the evaluation already saw too few, the deduction is not
- * applied. Balances thus never go below zero.
+ * A ledger entry of the spec's Event object: one loyalty transaction that the event caused.
+ * `amount` is signed (points added are positive, points taken negative); `reason` is the
+ * effect's name, or its type when it has none, or `rollback`; `referenceId` is the id of the
+ * entry it balances (the grant a rollback takes back, or the deduction a rollback gives back: that
+ * entry shrinks rather than a new one being written, so the entry carries the deduction's id).
  */
-async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<CounterEntry[]> {
+export interface LedgerEntry {
+  id: number;
+  created: string;
+  profileId: string;
+  accountId: number;
+  loyaltyProgramId: number;
+  eventId?: number;
+  amount: number;
+  reason: string;
+  expiryDate?: string;
+  referenceId?: number;
+  subLedgerId?: string;
+  cardIdentifier?: string;
+}
+
+/** A ledger entry, and whether its transaction was written by this commit (and so takes its event's id). */
+export interface LedgerWrite {
+  entry: LedgerEntry;
+  written: boolean;
+}
+
+type LoyaltyCounter = Extract<CounterEntry, { t: 'loyalty' }>;
+/** The order every writer of several ledgers locks them in, so that concurrent writers cannot deadlock. */
+const keyOf = (k: LedgerKey) => `${String(k.programId).padStart(10, '0')}|${k.cardId !== undefined ? 'c' : 'p'}${String(k.cardId ?? k.profileId).padStart(20, '0')}|${k.subledgerId}`;
+const counterKey = (k: LoyaltyCounter): LedgerKey =>
+  k.cardId !== undefined ? { programId: k.programId, cardId: k.cardId, subledgerId: k.subledgerId } : { programId: k.programId, profileId: k.profileId, subledgerId: k.subledgerId };
+
+/**
+ * Writes the loyalty effects of one commit: each program must be one the Application subscribes
+ * to (effects of any other program are not applied). In a profile-based program the recipient
+ * profile's ledger changes (created when missing); in a card-based one the ledger of the card the
+ * evaluation chose (`cardIdentifier`), which must still be active: a card blocked since the
+ * evaluation makes the commit run again, and the evaluation then refuses the effect. An addition
+ * without its own pendingDuration / expiryDuration takes the program's defaultPending /
+ * defaultValidity. A deduction takes the active points; the evaluation refused those the balance
+ * did not cover, so when they are gone now (a concurrent close spent them) the commit is retried
+ * with fresh facts. In a program that allows a negative balance, a deduction always applies and
+ * what the points do not cover is a debt. Every ledger is settled (expiry, debts) first and its
+ * debts paid from new active points last.
+ */
+async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<{ counters: CounterEntry[]; entries: LedgerWrite[] }> {
+  const none = { counters: [], entries: [] };
   const programIds = [...new Set(effects.map((e) => Number(e.props.programId)))].filter((id) => Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647);
-  if (programIds.length === 0) return [];
+  if (programIds.length === 0) return none;
   const programs = new Map(
     (
-      await tx.query<{ id: number; allow_subledger: boolean; default_pending: string; default_validity: string }>(
-        `SELECT p.id, p.allow_subledger, p.default_pending, p.default_validity FROM loyalty_programs p
+      await tx.query<{ id: number; allow_subledger: boolean; default_pending: string; default_validity: string; card_based: boolean; allow_negative_balance: boolean }>(
+        `SELECT p.id, p.allow_subledger, p.default_pending, p.default_validity, p.card_based, p.allow_negative_balance FROM loyalty_programs p
            JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
           WHERE p.account_id = $2 AND p.id = ANY($3::int[])`,
         [c.app.id, c.app.accountId, programIds],
       )
     ).map((r) => [Number(r.id), r]),
   );
-  type Item = { e: Effect; key: LedgerKey; integrationId: string };
+  type Item = { e: Effect; key: LedgerKey; owner: string; card?: string };
   const items: Item[] = [];
   const profileIds = new Map<string, number>();
+  const cardIds = new Map<string, number>();
   for (const e of effects) {
     const program = programs.get(Number(e.props.programId));
     const subledgerId = typeof e.props.subLedgerId === 'string' ? e.props.subLedgerId : '';
     if (!program || (subledgerId !== '' && !program.allow_subledger)) continue;
+    if (program.card_based) {
+      const identifier = e.props.cardIdentifier;
+      if (typeof identifier !== 'string' || identifier === '') continue;
+      const cardKey = `${program.id}|${identifier}`;
+      let cardId = cardIds.get(cardKey);
+      if (cardId === undefined) {
+        // Shared with other commits, exclusive against a block: a card is never blocked halfway through a commit.
+        const [card] = await tx.query<{ id: number; status: string }>(`SELECT id, status FROM loyalty_cards WHERE program_id = $1 AND identifier = $2 FOR SHARE`, [
+          program.id,
+          identifier,
+        ]);
+        if (!card || card.status !== 'active') throw new CommitRaceError(`loyalty card ${identifier}`);
+        cardId = Number(card.id);
+        cardIds.set(cardKey, cardId);
+      }
+      items.push({ e, key: { programId: program.id, cardId, subledgerId }, owner: identifier, card: identifier });
+      continue;
+    }
     const recipient = e.effectType === 'addLoyaltyPoints' && typeof e.props.recipientIntegrationId === 'string' && e.props.recipientIntegrationId !== ''
       ? e.props.recipientIntegrationId
       : c.profileId;
@@ -518,24 +608,35 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
       profileId = Number(row!.id);
       profileIds.set(recipient, profileId);
     }
-    items.push({ e, key: { programId: program.id, profileId, subledgerId }, integrationId: recipient });
+    items.push({ e, key: { programId: program.id, profileId, subledgerId }, owner: recipient });
   }
   // Lock every ledger first, in one order, so that concurrent commits cannot deadlock.
-  const keyOf = (k: LedgerKey) => `${String(k.programId).padStart(10, '0')}|${String(k.profileId).padStart(20, '0')}|${k.subledgerId}`;
   const ledgers = new Map<string, Item>();
   for (const i of items) if (!ledgers.has(keyOf(i.key))) ledgers.set(keyOf(i.key), i);
-  for (const k of [...ledgers.keys()].sort()) {
+  const order = [...ledgers.keys()].sort();
+  for (const k of order) {
     const i = ledgers.get(k)!;
-    await lockLedger(tx, i.key, { integrationId: i.integrationId, now: c.now, create: true });
-    await settleExpired(tx, i.key, c.now);
+    await lockLedger(tx, i.key, { integrationId: i.owner, now: c.now, create: true });
+    await settleLedger(tx, i.key, c.now);
   }
-  const seen = c.loaded.facts.loyalty ?? {};
-  const out: CounterEntry[] = [];
-  for (const { e, key } of items) {
+  const counters: CounterEntry[] = [];
+  const entries: LedgerWrite[] = [];
+  const created = c.now.toISOString();
+  for (const { e, key, owner, card } of items) {
     const value = Number(e.props.value);
     const name = typeof e.props.name === 'string' ? e.props.name : '';
+    const program = programs.get(key.programId)!;
+    const entry = {
+      created,
+      profileId: card === undefined ? owner : c.profileId,
+      accountId: c.app.accountId,
+      loyaltyProgramId: key.programId,
+      reason: name || e.effectType,
+      ...(key.subledgerId !== '' ? { subLedgerId: key.subledgerId } : {}),
+      ...(card !== undefined ? { cardIdentifier: card } : {}),
+    };
+    const owned = { t: 'loyalty' as const, campaignId: e.campaignId, programId: key.programId, profileId: key.profileId ?? 0, ...(key.cardId !== undefined ? { cardId: key.cardId } : {}), subledgerId: key.subledgerId };
     if (e.effectType === 'addLoyaltyPoints') {
-      const program = programs.get(key.programId)!;
       const stated = new Date(String(e.props.startDate));
       const pendingGiven = Number.isFinite(stated.getTime()) && stated.getTime() > c.now.getTime();
       const startDate = pendingGiven ? stated : program.default_pending === 'immediate' ? c.now : addDuration(c.now, program.default_pending, '/defaultPending');
@@ -546,49 +647,98 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
             ? null
             : addDuration(startDate, program.default_validity, '/defaultValidity');
       const id = await grantPoints(tx, key, { points: value, name, startDate, expiryDate, customerSessionId: c.sessionId, now: c.now });
-      out.push({ t: 'loyalty', campaignId: e.campaignId, kind: 'add', programId: key.programId, profileId: key.profileId, subledgerId: key.subledgerId, transactionId: id, amount: value });
+      counters.push({ ...owned, kind: 'add', transactionId: id, amount: value });
+      entries.push({ entry: { id, ...entry, amount: value, ...(expiryDate ? { expiryDate: expiryDate.toISOString() } : {}) }, written: true });
     } else {
-      const facts = seen[String(key.programId)];
-      const before = key.subledgerId === '' ? (facts?.balance ?? 0) : (facts?.subledgers?.[key.subledgerId] ?? 0);
-      if (before < value) continue; // the evaluation saw too few points: not applied
-      const id = await spendPoints(tx, key, { points: value, name, customerSessionId: c.sessionId, now: c.now });
+      const id = await spendPoints(tx, key, { points: value, name, customerSessionId: c.sessionId, now: c.now, allowNegative: program.allow_negative_balance });
       if (id === null) throw new CommitRaceError(`loyalty balance of program ${key.programId}`);
-      out.push({ t: 'loyalty', campaignId: e.campaignId, kind: 'deduct', programId: key.programId, profileId: key.profileId, subledgerId: key.subledgerId, transactionId: id, amount: value });
+      counters.push({ ...owned, kind: 'deduct', transactionId: id, amount: value });
+      entries.push({ entry: { id, ...entry, amount: -value }, written: true });
     }
   }
-  return out;
+  // New active points pay the ledger's debts before anything else can spend them.
+  for (const k of order) await payDebts(tx, ledgers.get(k)!.key, c.now);
+  return { counters, entries };
+}
+
+/** Where rollbackCounters reports the ledger entries its loyalty rollbacks make. */
+export interface LedgerEntrySink {
+  entries: LedgerWrite[];
+  /** The profile of the session rolled back: the entries of card ledgers name it. */
+  profileId: string;
+  accountId: number;
 }
 
 /**
  * Gives back `amount` of a committed loyalty transaction, on its locked ledger. An addition: what
- * is left of the grant (up to `amount`) is taken back by a `subtraction` named rollback (points
- * already spent stay spent). A deduction: the points go back to the grants they came from (latest
- * expiry first), and the subtraction shrinks or disappears.
+ * is left of the grant (up to `amount`) is taken back by a `subtraction` named rollback; points
+ * already spent stay spent, except in a program that allows a negative balance, where the rest
+ * is taken from the other active points and then becomes a debt. A deduction: its debt shrinks
+ * first, then the points go back to the grants they came from (latest expiry first), and the
+ * subtraction shrinks or disappears.
  */
-async function rollbackLoyalty(tx: Queryable, k: Extract<CounterEntry, { t: 'loyalty' }>, amount: number): Promise<void> {
-  const key: LedgerKey = { programId: k.programId, profileId: k.profileId, subledgerId: k.subledgerId };
-  const now = new Date();
+async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number, now: Date, sink: LedgerEntrySink | undefined): Promise<void> {
+  const key = counterKey(k);
   if (!(await lockLedger(tx, key, { integrationId: '', now, create: false }))) return;
+  await settleLedger(tx, key, now);
+  const [ledger] = await tx.query<{ integration_id: string; allow_negative_balance: boolean; card: string | null; subtraction: boolean }>(
+    `SELECT l.integration_id, p.allow_negative_balance, (SELECT identifier FROM loyalty_cards WHERE id = l.card_id) AS card,
+            EXISTS (SELECT 1 FROM loyalty_transactions WHERE id = $4 AND type = 'subtraction') AS subtraction
+       FROM loyalty_ledgers l JOIN loyalty_programs p ON p.id = l.program_id
+      WHERE l.program_id = $1 AND ${key.cardId !== undefined ? 'l.card_id' : 'l.profile_id'} = $2 AND l.subledger_id = $3`,
+    [key.programId, key.cardId ?? key.profileId, key.subledgerId, k.transactionId],
+  );
+  const entry = (id: number, points: number, referenceId: number, written: boolean) =>
+    sink?.entries.push({
+      entry: {
+        id,
+        created: now.toISOString(),
+        profileId: ledger?.card ? sink.profileId : (ledger?.integration_id ?? ''),
+        accountId: sink.accountId,
+        loyaltyProgramId: k.programId,
+        amount: points,
+        reason: 'rollback',
+        referenceId,
+        ...(k.subledgerId !== '' ? { subLedgerId: k.subledgerId } : {}),
+        ...(ledger?.card ? { cardIdentifier: ledger.card } : {}),
+      },
+      written,
+    });
   if (k.kind === 'add') {
+    if (ledger?.allow_negative_balance) {
+      const [g] = await tx.query<{ customer_session_id: string }>(`SELECT customer_session_id FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);
+      const id = await spendPoints(tx, key, { points: amount, name: 'rollback', customerSessionId: g?.customer_session_id ?? '', now, allowNegative: true, prefer: k.transactionId });
+      if (id !== null) entry(id, -amount, k.transactionId, true);
+      return;
+    }
     const [g] = await tx.query<{ remaining: string }>(`SELECT remaining::text AS remaining FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);
     const take = pointsRound(Math.min(amount, Number(g?.remaining ?? 0)));
     if (take <= 0) return;
     const [t] = await tx.query<{ id: number }>(
-      `INSERT INTO loyalty_transactions (program_id, profile_id, subledger_id, type, amount, start_date, name, customer_session_id, created)
-       SELECT program_id, profile_id, subledger_id, 'subtraction', $2::numeric, $3, 'rollback', customer_session_id, $3 FROM loyalty_transactions WHERE id = $1
+      `INSERT INTO loyalty_transactions (program_id, profile_id, card_id, subledger_id, type, amount, start_date, name, customer_session_id, created)
+       SELECT program_id, profile_id, card_id, subledger_id, 'subtraction', $2::numeric, $3, 'rollback', customer_session_id, $3 FROM loyalty_transactions WHERE id = $1
        RETURNING id`,
       [k.transactionId, String(take), now.toISOString()],
     );
     await tx.query(`UPDATE loyalty_transactions SET remaining = remaining - $2::numeric WHERE id = $1`, [k.transactionId, String(take)]);
     await tx.query(`INSERT INTO loyalty_consumptions (transaction_id, grant_id, amount) VALUES ($1, $2, $3::numeric)`, [t!.id, k.transactionId, String(take)]);
+    entry(t!.id, -take, k.transactionId, true);
     return;
   }
+  if (!ledger?.subtraction) return;
+  // The debt it left goes first: it was never covered by points that could be given back.
+  const [debt] = await tx.query<{ back: string }>(
+    `WITH before AS (SELECT id, uncovered FROM loyalty_transactions WHERE id = $1)
+     UPDATE loyalty_transactions t SET uncovered = t.uncovered - LEAST(before.uncovered, $2::numeric) FROM before WHERE t.id = before.id
+     RETURNING LEAST(before.uncovered, $2::numeric)::text AS back`,
+    [k.transactionId, String(amount)],
+  );
+  let left = pointsRound(amount - Number(debt?.back ?? 0));
   const parts = await tx.query<{ grant_id: number; amount: string }>(
     `SELECT c.grant_id, c.amount::text AS amount FROM loyalty_consumptions c JOIN loyalty_transactions g ON g.id = c.grant_id
       WHERE c.transaction_id = $1 ORDER BY g.expiry_date DESC NULLS FIRST, g.id DESC`,
     [k.transactionId],
   );
-  let left = amount;
   for (const p of parts) {
     if (left <= 0) break;
     const give = pointsRound(Math.min(left, Number(p.amount)));
@@ -602,4 +752,7 @@ async function rollbackLoyalty(tx: Queryable, k: Extract<CounterEntry, { t: 'loy
     String(amount),
   ]);
   if (!rest) await tx.query(`DELETE FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);
+  entry(k.transactionId, amount, k.transactionId, false);
+  // Points given back pay the ledger's other debts first.
+  await payDebts(tx, key, now);
 }

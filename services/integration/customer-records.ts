@@ -4,6 +4,7 @@
 import type { Effect, EvaluationResult } from '../engine/index.js';
 import type { JsonObject } from '../actors/port.js';
 import type { Queryable } from '../store/index.js';
+import type { LedgerWrite } from './commit-effects.js';
 import { AUDIENCES_OF_P, eventView, profileView, toEvent as eventOf, toProfile as profileOf, type EventRecord, type ProfileRecord } from './repository.js';
 
 export { profileOf };
@@ -49,6 +50,23 @@ export async function insertEvent(tx: Queryable, e: NewEvent): Promise<EventReco
     [e.applicationId, e.now, e.profileId, e.sessionId, e.storeIntegrationId, e.type, JSON.stringify(e.attributes), JSON.stringify(e.effects)],
   );
   return eventOf(row!);
+}
+
+/**
+ * Gives the loyalty transactions a commit wrote the id of the event that caused them, and that
+ * event its ledger entries (Event `ledgerEntries`): the event of `type` among `events` (the one
+ * that carries the effects), or the last one.
+ */
+export async function withLedgerEntries(tx: Queryable, events: readonly EventRecord[], type: string, writes: readonly LedgerWrite[]): Promise<EventRecord[]> {
+  if (writes.length === 0 || events.length === 0) return [...events];
+  const found = events.findIndex((e) => e.type === type);
+  const index = found >= 0 ? found : events.length - 1;
+  const event = events[index]!;
+  const written = writes.filter((w) => w.written).map((w) => w.entry.id);
+  if (written.length > 0) await tx.query(`UPDATE loyalty_transactions SET event_id = $1 WHERE id = ANY($2::bigint[])`, [event.id, written]);
+  const out = [...events];
+  out[index] = { ...event, ledgerEntries: writes.map((w) => ({ ...w.entry, eventId: event.id })) };
+  return out;
 }
 
 /** The event a dry run would have written (id 0: nothing was stored). */

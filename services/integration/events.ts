@@ -18,6 +18,7 @@ import {
   previewCreated,
   profileOf,
   unsavedEvent,
+  withLedgerEntries,
 } from './customer-records.js';
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
@@ -134,7 +135,8 @@ export class EventService extends IntegrationService {
           }
           let bound = session;
           if (!stored && !implicit) bound = await this.createSession(tx, call, session, profileId);
-          const event = await insertEvent(tx, this.newEvent(call, request, bound, profileId, outcome.effects, nowIso));
+          const inserted = await insertEvent(tx, this.newEvent(call, request, bound, profileId, outcome.effects, nowIso));
+          const [event] = await withLedgerEntries(tx, [inserted], inserted.type, made.ledgerEntries);
           const out = integrationState(responseContent, {
             snapshot: outcome.snapshot,
             result: outcome,

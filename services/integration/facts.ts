@@ -1,8 +1,8 @@
 // The facts an evaluation needs beyond the session and profile (DESIGN, walk step 4): the stored
 // coupons and referral that the session names, and what is left of each limit in play for this
 // session's period and entities. Loaded in as few round trips as the session needs.
-import type { CouponFact, EvaluationFacts, LimitFact, ReferralFact } from '../engine/index.js';
-import { normalizeCode, tierOf, type Queryable, type Tier } from '../store/index.js';
+import type { CouponFact, EvaluationFacts, LimitFact, LoyaltyFact, ReferralFact } from '../engine/index.js';
+import { netOfDebt, normalizeCode, roundPoints, tierOf, type Queryable, type Tier } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
 import { isHardReserved } from './reservations.js';
 import { loadAchievementFacts, usesAchievements } from './achievements.js';
@@ -77,6 +77,7 @@ interface SessionFacts {
   couponCodes: readonly string[];
   referralCode: string;
   identifiers: readonly string[];
+  loyaltyCards?: readonly string[];
 }
 
 /**
@@ -140,8 +141,8 @@ export async function loadFacts(
     facts.achievements = await loadAchievementFacts(db, app.id, campaigns.map((c) => c.id), session.profileId, now);
   }
   let profileLoyalty: LoadedFacts['profileLoyalty'];
-  if (session.profileId !== '' && campaigns.some(usesLoyalty)) {
-    const loyalty = await loyaltyFacts(db, app, session.profileId, now);
+  if (campaigns.some(usesLoyalty)) {
+    const loyalty = await loyaltyFacts(db, app, session.profileId, session.loyaltyCards ?? [], now);
     facts.loyalty = loyalty.facts;
     profileLoyalty = loyalty.profile;
   }
@@ -268,45 +269,93 @@ const loyaltyUseCache = new WeakMap<CampaignSnapshot, boolean>();
 function usesLoyalty(c: CampaignSnapshot): boolean {
   let uses = loyaltyUseCache.get(c);
   if (uses === undefined) {
-    uses = /"(loyaltyBalance|deductLoyaltyPoints|Loyalty)"/.test(JSON.stringify(c.ruleset ?? null));
+    uses = /"(loyaltyBalance|addLoyaltyPoints|deductLoyaltyPoints|Loyalty)"/.test(JSON.stringify(c.ruleset ?? null));
     loyaltyUseCache.set(c, uses);
   }
   return uses;
 }
 
+type BalanceRow = { subledger_id: string | null; active: string | null; pending: string | null; debt: string | null };
+
 /**
- * The profile's balances in the programs the Application subscribes to, as of `now`: the active
- * balance per program id (and subledger) for loyaltyBalance, and Profile.Loyalty by program name.
+ * The balances of the programs the Application subscribes to, as of `now`, as the rules see them
+ * and the effects will change them: the profile's ledgers in profile-based programs, and in a
+ * card-based program the ledgers of the first active card of it that the session names
+ * (`loyaltyCards`, in the order sent). `balance` is the active balance less the debt. Gives
+ * loyaltyBalance its facts by program id (and subledger) and Profile.Loyalty by program name.
  */
 export async function loyaltyFacts(
   db: Queryable,
   app: Pick<ApplicationSettings, 'id' | 'accountId'>,
   profileIntegrationId: string,
+  cards: readonly string[],
   now: Date,
 ): Promise<{ facts: NonNullable<EvaluationFacts['loyalty']>; profile: NonNullable<LoadedFacts['profileLoyalty']> }> {
-  const rows = await db.query<{ id: number; name: string; tiers: Tier[]; subledger_id: string | null; active: string | null; pending: string | null }>(
-    `SELECT p.id, p.name, p.tiers, t.subledger_id,
-            sum(t.remaining) FILTER (WHERE t.start_date <= $4 AND (t.expiry_date IS NULL OR t.expiry_date > $4))::text AS active,
-            sum(t.remaining) FILTER (WHERE t.start_date > $4)::text AS pending
+  const balanceColumns = `t.subledger_id,
+            sum(t.remaining) FILTER (WHERE t.type = 'addition' AND t.start_date <= $4 AND (t.expiry_date IS NULL OR t.expiry_date > $4))::text AS active,
+            sum(t.remaining) FILTER (WHERE t.type = 'addition' AND t.start_date > $4)::text AS pending,
+            sum(t.uncovered) FILTER (WHERE t.type = 'subtraction')::text AS debt`;
+  const open = `((t.type = 'addition' AND t.remaining > 0) OR (t.type = 'subtraction' AND t.uncovered > 0))`;
+  const rows = await db.query<BalanceRow & { id: number; name: string; tiers: Tier[]; card_based: boolean; allow_negative_balance: boolean }>(
+    `SELECT p.id, p.name, p.tiers, p.card_based, p.allow_negative_balance, ${balanceColumns}
        FROM loyalty_programs p
        JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
-       LEFT JOIN customer_profiles cp ON cp.account_id = $2 AND cp.integration_id = $3
-       LEFT JOIN loyalty_transactions t ON t.program_id = p.id AND t.profile_id = cp.id AND t.type = 'addition' AND t.remaining > 0
+       LEFT JOIN customer_profiles cp ON cp.account_id = $2 AND cp.integration_id = $3 AND $3 <> '' AND NOT p.card_based
+       LEFT JOIN loyalty_transactions t ON t.program_id = p.id AND t.profile_id = cp.id AND ${open}
       WHERE p.account_id = $2
-      GROUP BY p.id, p.name, p.tiers, t.subledger_id`,
+      GROUP BY p.id, p.name, p.tiers, p.card_based, p.allow_negative_balance, t.subledger_id`,
     [app.id, app.accountId, profileIntegrationId, now.toISOString()],
   );
+  const named = [...new Set(cards.filter((c) => typeof c === 'string' && c !== ''))];
+  const cardRows =
+    named.length > 0 && rows.some((r) => r.card_based)
+      ? await db.query<BalanceRow & { program_id: number; identifier: string; status: string }>(
+          `SELECT c.program_id, c.identifier, c.status, ${balanceColumns}
+             FROM loyalty_cards c
+             JOIN loyalty_programs p ON p.id = c.program_id AND p.account_id = $2 AND p.card_based
+             JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
+             LEFT JOIN loyalty_transactions t ON t.program_id = c.program_id AND t.card_id = c.id AND c.status = 'active' AND ${open}
+            WHERE c.identifier = ANY($3::text[])
+            GROUP BY c.program_id, c.identifier, c.status, t.subledger_id`,
+          [app.id, app.accountId, named, now.toISOString()],
+        )
+      : [];
   const facts: NonNullable<EvaluationFacts['loyalty']> = {};
   const profile: NonNullable<LoadedFacts['profileLoyalty']> = {};
+  const net = (r: BalanceRow) => {
+    const { activePoints, negativePoints } = netOfDebt(Number(r.active ?? 0), Number(r.debt ?? 0));
+    return { active: activePoints, balance: roundPoints(activePoints - negativePoints), pending: Number(r.pending ?? 0) };
+  };
+  const fill = (fact: LoyaltyFact, name: string, tiers: Tier[], balanceRows: readonly BalanceRow[]) => {
+    for (const r of balanceRows) {
+      const b = net(r);
+      if (r.subledger_id === null || r.subledger_id === '') {
+        fact.balance = b.balance;
+        profile[name] = { Balance: b.balance, PendingBalance: b.pending, Tier: tierOf(tiers, b.active).tier?.name ?? '' };
+      } else (fact.subledgers ??= {})[r.subledger_id] = b.balance;
+    }
+    profile[name] ??= { Balance: 0, PendingBalance: 0, Tier: tierOf(tiers, 0).tier?.name ?? '' };
+  };
+  const programs = new Map<number, { name: string; tiers: Tier[]; rows: BalanceRow[]; cardBased: boolean; allowNegative: boolean }>();
   for (const r of rows) {
-    const id = String(r.id);
-    const entry = (facts[id] ??= { balance: 0 });
-    const active = Number(r.active ?? 0);
-    if (r.subledger_id === null || r.subledger_id === '') {
-      entry.balance = active;
-      profile[r.name] = { Balance: active, PendingBalance: Number(r.pending ?? 0), Tier: tierOf(r.tiers ?? [], active).tier?.name ?? '' };
-    } else (entry.subledgers ??= {})[r.subledger_id] = active;
-    profile[r.name] ??= { Balance: 0, PendingBalance: 0, Tier: tierOf(r.tiers ?? [], 0).tier?.name ?? '' };
+    const p = programs.get(Number(r.id)) ?? { name: r.name, tiers: r.tiers ?? [], rows: [], cardBased: r.card_based, allowNegative: r.allow_negative_balance };
+    p.rows.push(r);
+    programs.set(Number(r.id), p);
+  }
+  for (const [id, p] of programs) {
+    const fact: LoyaltyFact = { balance: 0, ...(p.allowNegative ? { allowNegative: true } : {}) };
+    facts[String(id)] = fact;
+    if (!p.cardBased) {
+      fill(fact, p.name, p.tiers, p.rows);
+      continue;
+    }
+    fact.cardBased = true;
+    const mine = cardRows.filter((r) => Number(r.program_id) === id);
+    const card = named.find((c) => mine.some((r) => r.identifier === c && r.status === 'active'));
+    const blocked = named.find((c) => mine.some((r) => r.identifier === c));
+    if (card !== undefined) fact.card = card;
+    else if (blocked !== undefined) fact.blockedCard = blocked;
+    fill(fact, p.name, p.tiers, card === undefined ? [] : mine.filter((r) => r.identifier === card));
   }
   return { facts, profile };
 }

@@ -1,83 +1,57 @@
 // Loyalty on the Integration side (issue 6, area J): a profile's balances in a program as of a
 // time (the balances endpoint), and the `loyalty` part of the v2 integration state. Balances are
-// computed from the grants' remaining amounts (see services/store/loyalty-ledger.ts): pending
-// points become active and points expire at their dates without any write.
+// computed from the grants' remaining amounts and the deductions' debts (see
+// services/store/loyalty-ledger.ts): pending points become active and points expire at their
+// dates without any write.
+import type { Effect } from '../engine/index.js';
 import type { AppRef, LoyaltyBalancesCall } from '../actors/port.js';
 import { badRequest, notFound, type Clock } from '../shared/index.js';
-import { lockLedger, settleExpired, tierOf, type Db, type Queryable, type Tier } from '../store/index.js';
+import {
+  balancesOf,
+  EMPTY_BALANCES,
+  ledgerObject,
+  ledgerObjects,
+  lockLedger,
+  roundPoints,
+  settleLedger,
+  tierOf,
+  type Balances,
+  type Db,
+  type LedgerKey,
+  type Queryable,
+  type Tentative,
+  type Tier,
+} from '../store/index.js';
 
-
-
-export interface Balances {
-  activePoints: number;
-  pendingPoints: number;
-  spentPoints: number;
-  expiredPoints: number;
-  negativePoints: number;
-}
-
-const round = (n: unknown): number => Math.round(Number(n ?? 0) * 1e9) / 1e9;
-const EMPTY: Balances = { activePoints: 0, pendingPoints: 0, spentPoints: 0, expiredPoints: 0, negativePoints: 0 };
-
-/**
- * Balances per (program, subledger) of one profile as of `at`, for the given programs. Spent is
- * every subtraction until `at`; expired the `expire` transactions plus what is left of grants
- * past their expiry (not settled yet). With `historic` (a past `at`, the balances' `endDate`)
- * transactions created after `at` do not count: grants made later are left out, and what later
- * subtractions and expiries took from a grant is given back to its remaining points.
- */
-export async function balancesOf(db: Queryable, programIds: readonly number[], profileId: number, at: Date, historic = false): Promise<Map<number, Map<string, Balances>>> {
-  const out = new Map<number, Map<string, Balances>>();
-  if (programIds.length === 0) return out;
-  const source = historic
-    ? `(SELECT t.program_id, t.profile_id, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
-               CASE WHEN t.type = 'addition' THEN t.remaining + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c
-                   JOIN loyalty_transactions x ON x.id = c.transaction_id WHERE c.grant_id = t.id AND x.created > $3), 0) END AS remaining
-          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.profile_id = $2 AND t.created <= $3) AS loyalty_transactions`
-    : 'loyalty_transactions';
-  const rows = await db.query<{ program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string }>(
-    `SELECT program_id, subledger_id,
-            COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date <= $3 AND (expiry_date IS NULL OR expiry_date > $3)), 0)::text AS active,
-            COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date > $3), 0)::text AS pending,
-            COALESCE(SUM(amount) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS spent,
-            (COALESCE(SUM(amount) FILTER (WHERE type = 'expire' AND created <= $3), 0)
-              + COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND expiry_date <= $3), 0))::text AS expired
-       FROM ${source} WHERE program_id = ANY($1::int[]) AND profile_id = $2
-      GROUP BY program_id, subledger_id`,
-    [programIds, profileId, at.toISOString()],
-  );
-  for (const r of rows) {
-    const byLedger = out.get(Number(r.program_id)) ?? new Map<string, Balances>();
-    byLedger.set(r.subledger_id, { activePoints: round(r.active), pendingPoints: round(r.pending), spentPoints: round(r.spent), expiredPoints: round(r.expired), negativePoints: 0 });
-    out.set(Number(r.program_id), byLedger);
-  }
-  return out;
-}
-
-/** The ledger object of the spec (IntegrationStateV2 `loyalty`): balances, tier and points to the next tier. */
-export function ledgerObject(b: Balances, tiers: readonly Tier[]): Record<string, unknown> {
-  const t = tierOf(tiers, b.activePoints);
-  return {
-    currentBalance: b.activePoints,
-    pendingBalance: b.pendingPoints,
-    negativeBalance: b.negativePoints,
-    expiredBalance: b.expiredPoints,
-    spentBalance: b.spentPoints,
-    // Nothing of a session is tentative once its response is written: what the close committed is counted above.
-    tentativeCurrentBalance: b.activePoints,
-    tentativePendingBalance: b.pendingPoints,
-    tentativeNegativeBalance: b.negativePoints,
-    ...(t.tier ? { currentTier: { name: t.tier.name, minPoints: t.tier.minPoints } } : {}),
-    ...(t.pointsToNextTier !== undefined ? { pointsToNextTier: t.pointsToNextTier } : {}),
-  };
-}
+// The balances and the ledger object moved to the store: the Management API shows card ledgers too.
+export { balancesOf, ledgerObject, type Balances };
 
 type ProgramRow = {
   id: number;
   name: string;
   title: string;
   tiers: Tier[];
+  card_based: boolean;
+  default_pending: string;
 };
+
+/** What the `loyalty` part of a v2 state is about. */
+export interface LoyaltyStateRequest {
+  /** The profile (integration ID) of the session, profile update or event; '' for none. */
+  profileId: string;
+  /** The session's (or event's) loyaltyCards: shown, with their ledgers, besides the profile's own cards. */
+  cards?: readonly string[] | undefined;
+  /**
+   * Effects that are not committed (an open session's, a dry run's): the tentative balances are
+   * the balances as they would be if these were committed. Committed effects count already.
+   */
+  uncommitted?: readonly LoyaltyEffect[] | undefined;
+}
+
+/** What the tentative balances read of an effect. */
+export type LoyaltyEffect = Pick<Effect, 'effectType' | 'props'>;
+
+const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
 export class LoyaltyService {
   constructor(
@@ -109,8 +83,8 @@ export class LoyaltyService {
     if (!program) throw notFound('Loyalty program', '/programID');
     const profileId = await this.profileId(call.app, call.integrationId);
     if (profileId === undefined) throw notFound('Customer profile', '/integrationID');
-    const ledgers = (await balancesOf(this.db, [program.id], profileId, at, call.endDate !== undefined)).get(program.id) ?? new Map<string, Balances>();
-    const main = ledgers.get('') ?? EMPTY;
+    const ledgers = (await balancesOf(this.db, [program.id], { profileId }, at, call.endDate !== undefined)).get(program.id) ?? new Map<string, Balances>();
+    const main = ledgers.get('') ?? EMPTY_BALANCES;
     const t = tierOf(program.tiers ?? [], main.activePoints);
     const balance = {
       ...main,
@@ -119,89 +93,170 @@ export class LoyaltyService {
     };
     const subLedgerBalances: Record<string, Balances> = {};
     for (const [id, b] of [...ledgers].sort(([a], [b]) => (a < b ? -1 : 1))) if (id !== '' && (call.subledgerId === undefined || call.subledgerId === id)) subLedgerBalances[id] = b;
-    if (call.subledgerId !== undefined && call.subledgerId !== '') return { subLedgerBalances: { [call.subledgerId]: ledgers.get(call.subledgerId) ?? EMPTY } };
+    if (call.subledgerId !== undefined && call.subledgerId !== '') return { subLedgerBalances: { [call.subledgerId]: ledgers.get(call.subledgerId) ?? EMPTY_BALANCES } };
     return { balance, subLedgerBalances };
   }
 
-  /** IntegrationStateV2 `loyalty`: the profile's programs of this Application by name (cards: none yet). */
-  async state(app: AppRef, integrationId: string): Promise<{ cards: unknown[]; programs: Record<string, unknown> }> {
+  /**
+   * IntegrationStateV2 `loyalty`: `programs`, the profile's programs of this Application by name,
+   * and `cards`, the cards of the Application's card-based programs that the profile shares or
+   * that the call names, each with its own ledger and subledgers. The ledger objects carry the
+   * tentative balances of the uncommitted effects.
+   */
+  async state(app: AppRef, request: LoyaltyStateRequest): Promise<{ cards: unknown[]; programs: Record<string, unknown> }> {
+    const now = this.clock.now();
+    const profileId = request.profileId === '' ? undefined : await this.profileId(app, request.profileId);
+    const uncommitted = (request.uncommitted ?? []).filter((e) => e.effectType === 'addLoyaltyPoints' || e.effectType === 'deductLoyaltyPoints');
+    const touched = [...new Set(uncommitted.map((e) => Number(e.props.programId)))].filter((id) => Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647);
+    const rows =
+      profileId === undefined && touched.length === 0
+        ? []
+        : await this.db.query<ProgramRow & { joined: Date | string | null }>(
+            `SELECT p.id, p.name, p.title, p.tiers, p.card_based, p.default_pending,
+                    (SELECT min(l.joined) FROM loyalty_ledgers l WHERE l.program_id = p.id AND l.profile_id = $2) AS joined
+               FROM loyalty_programs p
+               JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
+              WHERE p.account_id = $3
+                AND (EXISTS (SELECT 1 FROM loyalty_ledgers l WHERE l.program_id = p.id AND l.profile_id = $2) OR p.id = ANY($4::int[]))
+              ORDER BY p.id`,
+            [app.applicationId, profileId ?? null, app.accountId, touched],
+          );
     const programs: Record<string, unknown> = {};
-    if (integrationId === '') return { cards: [], programs };
-    const profileId = await this.profileId(app, integrationId);
-    if (profileId === undefined) return { cards: [], programs };
-    const rows = await this.db.query<ProgramRow & { joined: Date | string }>(
-      `SELECT p.id, p.name, p.title, p.tiers, min(l.joined) AS joined FROM loyalty_programs p
-         JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
-         JOIN loyalty_ledgers l ON l.program_id = p.id AND l.profile_id = $2
-        GROUP BY p.id, p.name, p.title, p.tiers ORDER BY p.id`,
-      [app.applicationId, profileId],
-    );
-    const balances = await balancesOf(this.db, rows.map((r) => Number(r.id)), profileId, this.clock.now());
+    const profileLedgers = profileId === undefined ? new Map<number, Map<string, Balances>>() : await balancesOf(this.db, rows.map((r) => Number(r.id)), { profileId }, now);
     for (const r of rows) {
-      const ledgers = balances.get(Number(r.id)) ?? new Map<string, Balances>();
+      if (r.card_based && r.joined === null) continue;
+      const ledgers = profileLedgers.get(Number(r.id)) ?? new Map<string, Balances>();
+      const mine = uncommitted.filter((e) => Number(e.props.programId) === Number(r.id) && !r.card_based && ledgerProfile(e, request.profileId) === request.profileId);
+      const tentative = tentativeOf(ledgers, mine, r, now);
       const subledgers: Record<string, unknown> = {};
-      for (const [id, b] of ledgers) if (id !== '') subledgers[id] = ledgerObject(b, []);
+      for (const id of [...new Set([...ledgers.keys(), ...tentative.keys()])].sort()) if (id !== '') subledgers[id] = ledgerObject(ledgers.get(id) ?? EMPTY_BALANCES, [], tentative.get(id));
+      if (r.joined === null && mine.length === 0) continue;
       programs[r.name] = {
         id: Number(r.id),
         title: r.title,
         name: r.name,
-        joinDate: r.joined instanceof Date ? r.joined.toISOString() : String(r.joined),
-        ledger: ledgerObject(ledgers.get('') ?? EMPTY, r.tiers ?? []),
+        // A program the profile joins only when the session closes has no join date yet.
+        ...(r.joined !== null ? { joinDate: iso(r.joined) } : {}),
+        ledger: ledgerObject(ledgers.get('') ?? EMPTY_BALANCES, r.tiers ?? [], tentative.get('')),
         ...(Object.keys(subledgers).length > 0 ? { subledgers } : {}),
       };
     }
-    return { cards: await this.cards(app, profileId), programs };
+    return { cards: await this.cards(app, profileId, request.cards ?? [], uncommitted, now), programs };
   }
 
-  /** The cards the profile shares, in programs of this Application (their ledgers: not built yet). */
-  private async cards(app: AppRef, profileId: number): Promise<unknown[]> {
+  /**
+   * The cards the profile shares or that are named, in programs of this Application, with their
+   * ledgers. Also the inventory's cards (issue 6: a card's balances are read there and in the v2 state).
+   */
+  async cards(app: AppRef, profileId: number | undefined, named: readonly string[], uncommitted: readonly LoyaltyEffect[] = [], now = this.clock.now()): Promise<Array<Record<string, unknown>>> {
+    const identifiers = [...new Set(named.filter((c) => typeof c === 'string' && c !== ''))];
+    if (profileId === undefined && identifiers.length === 0) return [];
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT c.id, c.created, c.modified, c.identifier, c.status, c.block_reason, p.id AS program_id, p.name, p.title, p.users_per_card_limit,
+              p.tiers, p.card_based, p.default_pending,
               (SELECT jsonb_agg(jsonb_build_object('integrationId', cp.integration_id, 'timestamp', x.created) ORDER BY x.created, cp.integration_id)
                  FROM loyalty_card_profiles x JOIN customer_profiles cp ON cp.id = x.profile_id WHERE x.card_id = c.id) AS profiles
-         FROM loyalty_card_profiles mine
-         JOIN loyalty_cards c ON c.id = mine.card_id
-         JOIN loyalty_programs p ON p.id = c.program_id
+         FROM loyalty_cards c
+         JOIN loyalty_programs p ON p.id = c.program_id AND p.account_id = $4
          JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
-        WHERE mine.profile_id = $2 ORDER BY c.id`,
-      [app.applicationId, profileId],
+        WHERE c.id IN (SELECT card_id FROM loyalty_card_profiles WHERE profile_id = $2::bigint) OR c.identifier = ANY($3::text[])
+        ORDER BY c.id`,
+      [app.applicationId, profileId ?? null, identifiers, app.accountId],
     );
-    const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : String(v));
-    return rows.map((r) => ({
-      id: Number(r.id),
-      created: iso(r.created),
-      modified: iso(r.modified),
-      programID: Number(r.program_id),
-      programName: r.name,
-      programTitle: r.title,
-      status: r.status,
-      ...(r.block_reason ? { blockReason: r.block_reason } : {}),
-      identifier: r.identifier,
-      ...(r.users_per_card_limit !== null ? { usersPerCardLimit: r.users_per_card_limit } : {}),
-      profiles: ((r.profiles as Array<{ integrationId: string; timestamp: string }> | null) ?? []).map((p) => ({ integrationId: p.integrationId, timestamp: new Date(p.timestamp).toISOString() })),
-    }));
+    const out: Array<Record<string, unknown>> = [];
+    for (const r of rows) {
+      const programId = Number(r.program_id);
+      const cardId = Number(r.id);
+      const mine = uncommitted.filter((e) => Number(e.props.programId) === programId && e.props.cardIdentifier === r.identifier);
+      const ledgers = (await balancesOf(this.db, [programId], { cardId }, now)).get(programId) ?? new Map<string, Balances>();
+      const { ledger, subledgers } = ledgerObjects(ledgers, (r.tiers as Tier[] | null) ?? [], tentativeOf(ledgers, mine, { default_pending: String(r.default_pending) }, now));
+      out.push({
+        id: cardId,
+        created: iso(r.created),
+        modified: iso(r.modified),
+        programID: programId,
+        programName: r.name,
+        programTitle: r.title,
+        status: r.status,
+        ...(r.block_reason ? { blockReason: r.block_reason } : {}),
+        identifier: r.identifier,
+        ...(r.users_per_card_limit !== null ? { usersPerCardLimit: r.users_per_card_limit } : {}),
+        profiles: ((r.profiles as Array<{ integrationId: string; timestamp: string }> | null) ?? []).map((p) => ({ integrationId: p.integrationId, timestamp: iso(p.timestamp) })),
+        ledger,
+        subledgers,
+      });
+    }
+    return out;
   }
 }
 
+/** The profile whose ledger a profile-based effect changes: an addition's recipient, else the session's. */
+const ledgerProfile = (e: LoyaltyEffect, sessionProfile: string): string =>
+  e.effectType === 'addLoyaltyPoints' && typeof e.props.recipientIntegrationId === 'string' && e.props.recipientIntegrationId !== '' ? e.props.recipientIntegrationId : sessionProfile;
+
 /**
- * The loyalty scheduler's step (run every few seconds by each node): writes the `expire`
- * transaction of every grant that expired by `now` with points left, ledger by ledger, each in its
- * own transaction under the ledger's row lock. Pending points becoming active and tiers following
- * the active balance need no write (balances are computed at read time); expiry is the change the
- * ledger must record. Exactly once across nodes: settleExpired only touches grants with points
- * left and zeroes them under the lock, so a second node (or a ledger writer) that gets the lock
- * next finds nothing to settle. Returns the number of ledgers settled.
+ * The tentative balances of a ledger's subledgers under uncommitted effects, as the commit would
+ * apply them: an addition that starts now (no pendingDuration, and the program's defaultPending
+ * immediate) pays the debt first and adds the rest to the current balance, a later one is
+ * pending; a deduction takes the current balance and leaves the rest as debt (the evaluation
+ * refused deductions a program without negative balances could not cover).
+ */
+function tentativeOf(ledgers: ReadonlyMap<string, Balances>, effects: readonly LoyaltyEffect[], program: Pick<ProgramRow, 'default_pending'>, now: Date): Map<string, Tentative> {
+  const out = new Map<string, Tentative>();
+  for (const e of effects) {
+    const sub = typeof e.props.subLedgerId === 'string' ? e.props.subLedgerId : '';
+    const b = ledgers.get(sub) ?? EMPTY_BALANCES;
+    const t = out.get(sub) ?? { currentBalance: b.activePoints, pendingBalance: b.pendingPoints, negativeBalance: b.negativePoints };
+    const value = Number(e.props.value);
+    if (e.effectType === 'addLoyaltyPoints') {
+      const start = Date.parse(String(e.props.startDate));
+      const pending = (Number.isFinite(start) && start > now.getTime()) || program.default_pending !== 'immediate';
+      if (pending) t.pendingBalance = roundPoints(t.pendingBalance + value);
+      else {
+        const pay = Math.min(t.negativeBalance, value);
+        t.negativeBalance = roundPoints(t.negativeBalance - pay);
+        t.currentBalance = roundPoints(t.currentBalance + value - pay);
+      }
+    } else {
+      const take = Math.min(t.currentBalance, value);
+      t.currentBalance = roundPoints(t.currentBalance - take);
+      t.negativeBalance = roundPoints(t.negativeBalance + value - take);
+    }
+    out.set(sub, t);
+  }
+  return out;
+}
+
+/**
+ * The loyalty scheduler's step (run every few seconds by each node): settles every ledger, of a
+ * profile or a card, that has a grant expired by `now` with points left, or a debt that active
+ * points can pay (pending points that started since), each in its own transaction under the
+ * ledger's row lock. Pending points becoming active and tiers following the active balance need
+ * no other write (balances are computed at read time). Exactly once across nodes: settlement only
+ * touches grants with points left and debts not paid, under the lock, so a second node (or a
+ * ledger writer) that gets the lock next finds nothing to do. Returns the number of ledgers settled.
  */
 export async function settleDueLedgers(db: Db, now: Date, batch = 100): Promise<number> {
-  const due = await db.query<{ program_id: number; profile_id: number; subledger_id: string }>(
-    `SELECT DISTINCT program_id, profile_id, subledger_id FROM loyalty_transactions
-      WHERE type = 'addition' AND remaining > 0 AND expiry_date <= $1 LIMIT $2`,
+  const due = await db.query<{ program_id: number; profile_id: number | null; card_id: number | null; subledger_id: string }>(
+    `(SELECT program_id, profile_id, card_id, subledger_id FROM loyalty_transactions
+       WHERE type = 'addition' AND remaining > 0 AND expiry_date <= $1)
+     UNION
+     (SELECT d.program_id, d.profile_id, d.card_id, d.subledger_id FROM loyalty_transactions d
+       WHERE d.type = 'subtraction' AND d.uncovered > 0
+         AND EXISTS (SELECT 1 FROM loyalty_transactions g
+                      WHERE g.program_id = d.program_id AND g.subledger_id = d.subledger_id
+                        AND ((d.profile_id IS NOT NULL AND g.profile_id = d.profile_id) OR (d.card_id IS NOT NULL AND g.card_id = d.card_id))
+                        AND g.type = 'addition' AND g.remaining > 0 AND g.start_date <= $1 AND (g.expiry_date IS NULL OR g.expiry_date > $1)))
+     LIMIT $2`,
     [now.toISOString(), batch],
   );
   for (const d of due) {
-    const key = { programId: Number(d.program_id), profileId: Number(d.profile_id), subledgerId: d.subledger_id };
+    const key: LedgerKey =
+      d.card_id !== null
+        ? { programId: Number(d.program_id), cardId: Number(d.card_id), subledgerId: d.subledger_id }
+        : { programId: Number(d.program_id), profileId: Number(d.profile_id), subledgerId: d.subledger_id };
     await db.transaction(async (tx) => {
-      if (await lockLedger(tx, key, { integrationId: '', now, create: false })) await settleExpired(tx, key, now);
+      if (await lockLedger(tx, key, { integrationId: '', now, create: false })) await settleLedger(tx, key, now);
     });
   }
   return due.length;

@@ -15,6 +15,7 @@ import {
   previewCreated,
   unsavedEvent,
   upsertProfile,
+  withLedgerEntries,
 } from './customer-records.js';
 import { IntegrationService, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
@@ -168,7 +169,7 @@ export class ProfileService extends IntegrationService {
           });
           outbound = made.outbound;
           const { profile } = await this.upsertWithAudiences(tx, call, attributes, nowIso);
-          const event = await insertEvent(tx, newEvent);
+          const [event] = await withLedgerEntries(tx, [await insertEvent(tx, newEvent)], newEvent.type, made.ledgerEntries);
           const state = integrationState(responseContent, {
             snapshot: outcome.snapshot,
             result: outcome,

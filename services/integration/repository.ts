@@ -2,7 +2,7 @@
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaSelect, type CampaignStatsDelta } from './commit-effects.js';
+import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
 export interface ProfileRecord {
@@ -33,6 +33,8 @@ export interface EventRecord {
   attributes: Record<string, unknown>;
   sessionId: string;
   effects: unknown[];
+  /** The loyalty transactions the event caused (issue 6), when its commit made any. */
+  ledgerEntries?: LedgerEntry[];
 }
 
 /** The stored session changed under us (another node, or a stale cache): reload and retry. */
@@ -344,7 +346,7 @@ export function profileRoot(p: ProfileRecord | undefined, integrationId: string)
 }
 
 export function eventView(e: EventRecord): Record<string, unknown> {
-  return { ...e, ledgerEntries: [], meta: { campaigns: [], coupons: [], warnings: [] } };
+  return { ...e, ledgerEntries: e.ledgerEntries ?? [], meta: { campaigns: [], coupons: [], warnings: [] } };
 }
 
 /**

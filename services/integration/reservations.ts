@@ -18,6 +18,7 @@ import type { AppRef, CouponReservationCall, CouponReservationHoldersCall, Custo
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import { couponView, normalizeCode, referralView } from '../store/index.js';
+import { LoyaltyService } from './loyalty.js';
 import { loadProfile, profileView, toProfile } from './repository.js';
 import { AchievementService } from './achievements.js';
 
@@ -167,7 +168,8 @@ export class ReservationService {
       );
       out.coupons = rows.map(couponView);
     }
-    if (call.loyalty) out.loyalty = { programs: await this.loyaltyPrograms(call.app, profile.id) };
+    // The cards the profile shares carry their own ledgers: a card's balances are read here (issue 6).
+    if (call.loyalty) out.loyalty = { programs: await this.loyaltyPrograms(call.app, profile.id), cards: await new LoyaltyService(this.db, this.clock).cards(call.app, profile.id, []) };
     // Issue 6, area K: the active achievements with the profile's current progress.
     if (call.achievements) out.achievements = ((await new AchievementService(this.db, this.clock).list({ app: call.app, integrationId: call.integrationId })) as { data: unknown[] }).data;
     return out;

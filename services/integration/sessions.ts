@@ -2,8 +2,8 @@ import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessi
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
 import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry } from './commit-effects.js';
-import { integrationState, previewCreated } from './customer-records.js';
+import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry, type LedgerEntrySink, type LedgerWrite } from './commit-effects.js';
+import { integrationState, previewCreated, withLedgerEntries } from './customer-records.js';
 import { priceFromCatalogs, recordCartPrices } from './catalogs.js';
 import { IntegrationService, type EvaluationOutcome, type IntegrationServiceOptions } from './evaluation.js';
 import { remember, type IdempotencyScope } from './idempotency.js';
@@ -164,7 +164,8 @@ export class SessionService extends IntegrationService {
         return { state: state(session, profile, undefined, []) };
       }
       const write = async (t: Queryable) => {
-        session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], { share: (id) => shares.get(id) ?? share, keepCounts: true, round });
+        const ledger: LedgerEntrySink = { entries: [], profileId: stored.profileId, accountId: call.app.accountId };
+        session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], { share: (id) => shares.get(id) ?? share, keepCounts: true, round, now, ledger });
         const c = await commitSession(t, {
           accountId: call.app.accountId,
           session,
@@ -182,7 +183,8 @@ export class SessionService extends IntegrationService {
           `SELECT id, created, returned_cart_items, amount, effects FROM session_returns WHERE application_id = $1 AND session_id = $2 ORDER BY id`,
           [call.app.applicationId, stored.integrationId],
         );
-        const out = state(c.session, c.profile, c.events[0], previous.slice(0, -1).map(returnView));
+        const [event] = await withLedgerEntries(t, c.events, `${this.prefix}session_updated`, ledger.entries);
+        const out = state(c.session, c.profile, event, previous.slice(0, -1).map(returnView));
         if (scope) await remember(t, scope, out, this.clock);
         return { state: out, committed: c.session };
       };
@@ -336,13 +338,17 @@ export class SessionService extends IntegrationService {
     let outbound = 0;
     const write = async (t: Queryable | undefined) => {
       let extras: Extras = {};
+      let ledgerEntries: LedgerWrite[] = [];
       if (effectsCommit) {
         const made = statsOnly ?? (await commitEffects(t!, effectsCommit));
         if ('outbound' in made) outbound = made.outbound;
         session.committedEffects = result.effects;
         session.committedCounters = made.counters;
         session.attributes = { ...session.attributes, ...attributeUpdates(result.effects, 'Session') };
-        if ('createdCoupons' in made) extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
+        if ('createdCoupons' in made) {
+          extras = { createdCoupons: made.createdCoupons, createdReferrals: made.createdReferrals };
+          ledgerEntries = made.ledgerEntries;
+        }
       }
       const commit: SessionCommit = {
         accountId: app.accountId,
@@ -360,6 +366,7 @@ export class SessionService extends IntegrationService {
       // An update that only writes the session is one statement: it needs no transaction of its
       // own and is committed together with the other sessions' updates that arrive meanwhile.
       const committed = t || closing ? await commitSession(t ?? this.db, commit) : await this.sessionWrites.commit(commit);
+      if (t && ledgerEntries.length > 0) committed.events = await withLedgerEntries(t, committed.events, mainEvent, ledgerEntries);
       const state = this.finalState(snapshot, committed, mainEvent, result, responseContent, extras, outcome);
       if (scope && t) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
@@ -386,7 +393,8 @@ export class SessionService extends IntegrationService {
     const rollback = rollbackEffects(stored.committedEffects as Effect[]);
     const session: SessionRecord = { ...stored, state: to, effects: rollback, committedEffects: [], committedCounters: [] };
     const write = async (t: Queryable) => {
-      await rollbackCounters(t, stored.committedCounters as CounterEntry[]);
+      const ledger: LedgerEntrySink = { entries: [], profileId: stored.profileId, accountId: app.accountId };
+      await rollbackCounters(t, stored.committedCounters as CounterEntry[], { now, ledger });
       const committed = await commitSession(t, {
         accountId: app.accountId,
         session,
@@ -399,6 +407,7 @@ export class SessionService extends IntegrationService {
           ...(eventType !== `${this.prefix}session_updated` ? [{ type: eventType, attributes: {}, effects: rollback }] : []),
         ],
       });
+      committed.events = await withLedgerEntries(t, committed.events, eventType, ledger.entries);
       const state = this.finalState(snapshot, committed, eventType, { ...EMPTY_RESULT, effects: rollback }, responseContent, {}, undefined);
       if (scope) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };

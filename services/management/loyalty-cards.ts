@@ -2,7 +2,7 @@
 // that share it (at most usersPerCardLimit), read it, block and unblock it. The card is named in
 // paths by its identifier, unique in its program.
 import { AppError, badRequest, notFound } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import { ledgerObjectsOf, type Queryable, type Tier } from '../store/index.js';
 import { compact, iso, type ManagementContext, type Principal } from './context.js';
 import { findProgram, requireLedgerReader, requireLedgerWriter } from './loyalty.js';
 
@@ -18,7 +18,8 @@ export interface UpdateLoyaltyCardBody {
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '23505';
 
-async function cardView(db: Queryable, program: Record<string, unknown>, card: Record<string, unknown>): Promise<Record<string, unknown>> {
+/** The card with its profiles, and its own ledger and subledgers as of `now` (the spec's `cards` item). */
+async function cardView(db: Queryable, program: Record<string, unknown>, card: Record<string, unknown>, now: Date): Promise<Record<string, unknown>> {
   const profiles = await db.query<{ integration_id: string; created: Date | string }>(
     `SELECT p.integration_id, cp.created FROM loyalty_card_profiles cp JOIN customer_profiles p ON p.id = cp.profile_id
       WHERE cp.card_id = $1 ORDER BY cp.created, p.integration_id`,
@@ -36,6 +37,7 @@ async function cardView(db: Queryable, program: Record<string, unknown>, card: R
     identifier: card.identifier as string,
     usersPerCardLimit: (program.users_per_card_limit as number | null) ?? undefined,
     profiles: profiles.map((p) => ({ integrationId: p.integration_id, timestamp: iso(p.created)! })),
+    ...(await ledgerObjectsOf(db, program.id as number, { cardId: Number(card.id) }, (program.tiers as Tier[] | null) ?? [], now)),
   });
 }
 
@@ -68,7 +70,7 @@ export async function createLoyaltyCard(ctx: ManagementContext, principal: Princ
       }
       return row;
     });
-    return cardView(ctx.db, program, card);
+    return cardView(ctx.db, program, card, ctx.clock.now());
   } catch (e) {
     throw isUniqueViolation(e) ? taken(body.identifier) : e;
   }
@@ -89,7 +91,7 @@ async function findCard(db: Queryable, programId: number, identifier: string): P
 export async function getLoyaltyCard(ctx: ManagementContext, principal: Principal, programId: number, cardId: string) {
   const program = await findProgram(ctx.db, principal, programId);
   requireLedgerReader(principal, program);
-  return cardView(ctx.db, program, await findCard(ctx.db, programId, cardId));
+  return cardView(ctx.db, program, await findCard(ctx.db, programId, cardId), ctx.clock.now());
 }
 
 /** PUT /v1/loyalty_programs/{programID}/cards/{cardId}: block (status inactive, with a reason) or unblock (active). */
@@ -104,5 +106,5 @@ export async function updateLoyaltyCard(ctx: ManagementContext, principal: Princ
     [programId, cardId, body.status, body.status === 'inactive' ? (body.blockReason ?? '') : '', ctx.clock.now().toISOString()],
   );
   if (!row) throw notFound('Loyalty card', '/cardId');
-  return cardView(ctx.db, program, row);
+  return cardView(ctx.db, program, row, ctx.clock.now());
 }

@@ -10,7 +10,7 @@
 // so deductions racing for the same points are applied one at a time and a balance never goes
 // below zero. Later writers (session close, events, expiry jobs) must use lockLedger the same way.
 import { AppError, badRequest, notFound } from '../shared/index.js';
-import { addDuration, grantPoints, lockLedger, settleExpired, spendPoints, type Queryable } from '../store/index.js';
+import { addDuration, grantPoints, lockLedger, netOfDebt, payDebts, settleLedger, spendPoints, type Queryable } from '../store/index.js';
 // The ledger primitives live in the store (the Integration use cases write ledgers too).
 export { addDuration, grantPoints, isDuration, lockLedger, settleExpired, spendPoints, type Grant, type LedgerKey } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireAdmin, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
@@ -33,6 +33,7 @@ export interface LoyaltyProgramBody {
   tiers?: LoyaltyTier[];
   cardBased?: boolean;
   usersPerCardLimit?: number;
+  allowNegativeBalance?: boolean;
 }
 
 /** The program with the ids of its subscribed Applications, for `FROM loyalty_programs`. */
@@ -55,6 +56,7 @@ export function loyaltyProgramView(r: Record<string, unknown>): Record<string, u
     tiers: r.tiers as LoyaltyTier[],
     cardBased: r.card_based as boolean,
     usersPerCardLimit: (r.users_per_card_limit as number | null) ?? undefined,
+    allowNegativeBalance: r.allow_negative_balance as boolean,
   });
 }
 
@@ -153,8 +155,8 @@ export async function createLoyaltyProgram(ctx: ManagementContext, principal: Pr
     const id = await ctx.db.transaction(async (tx) => {
       const [row] = await tx.query<{ id: number }>(
         `INSERT INTO loyalty_programs (account_id, created, modified, name, title, description, default_validity, default_pending,
-           allow_subledger, tiers, card_based, users_per_card_limit)
-         VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11)
+           allow_subledger, tiers, card_based, users_per_card_limit, allow_negative_balance)
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12)
          ON CONFLICT (account_id, name) DO NOTHING RETURNING id`,
         [
           principal.accountId,
@@ -168,6 +170,7 @@ export async function createLoyaltyProgram(ctx: ManagementContext, principal: Pr
           JSON.stringify(body.tiers ?? []),
           body.cardBased ?? false,
           body.usersPerCardLimit ?? null,
+          body.allowNegativeBalance ?? false,
         ],
       );
       if (!row) throw nameTaken(body.name);
@@ -192,7 +195,7 @@ export async function updateLoyaltyProgram(ctx: ManagementContext, principal: Pr
            default_validity = COALESCE($5, default_validity), default_pending = COALESCE($6, default_pending),
            allow_subledger = COALESCE($7, allow_subledger), tiers = COALESCE($8::jsonb, tiers), card_based = COALESCE($9, card_based),
            users_per_card_limit = CASE WHEN $9::boolean IS FALSE THEN NULL ELSE COALESCE($10, users_per_card_limit) END,
-           modified = $11
+           modified = $11, allow_negative_balance = COALESCE($12, allow_negative_balance)
          WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM loyalty_programs o WHERE o.account_id = loyalty_programs.account_id AND o.name = $2 AND o.id <> $1)
          RETURNING id`,
         [
@@ -207,6 +210,7 @@ export async function updateLoyaltyProgram(ctx: ManagementContext, principal: Pr
           body.cardBased ?? null,
           body.usersPerCardLimit ?? null,
           ctx.clock.now().toISOString(),
+          body.allowNegativeBalance ?? null,
         ],
       );
       if (!row) throw nameTaken(body.name ?? '');
@@ -305,8 +309,10 @@ export async function addLoyaltyPoints(ctx: ManagementContext, principal: Princi
   const key = { programId, profileId, subledgerId };
   await ctx.db.transaction(async (tx) => {
     await lockLedger(tx, key, { integrationId, now, create: true });
-    await settleExpired(tx, key, now);
+    await settleLedger(tx, key, now);
     await grantPoints(tx, key, { points: body.points, name: body.name ?? '', startDate, expiryDate, userId: principal.userId, now });
+    // Points active at once pay the ledger's debts before they can be spent.
+    await payDebts(tx, key, now);
   });
 }
 
@@ -316,21 +322,26 @@ export interface DeductPointsBody {
   subLedgerID?: string;
 }
 
-/** PUT .../deduct_points: more than the active balance is a 400 on /points, and nothing changes. */
+/**
+ * PUT .../deduct_points: more than the active balance is a 400 on /points, and nothing changes,
+ * unless the program allows a negative balance: then what the active points do not cover is a
+ * debt (the ledger, or the subledger, is opened for it when missing).
+ */
 export async function deductLoyaltyPoints(ctx: ManagementContext, principal: Principal, programId: number, integrationId: string, body: DeductPointsBody): Promise<void> {
   const program = await findProgram(ctx.db, principal, programId);
   requireLedgerWriter(principal, program);
   const subledgerId = subledgerOf(program, body.subLedgerID);
+  const allowNegative = program.allow_negative_balance === true;
   const now = ctx.clock.now();
   const profileId = await findProfile(ctx.db, principal, integrationId);
   const key = { programId, profileId, subledgerId };
   await ctx.db.transaction(async (tx) => {
-    if (!(await lockLedger(tx, key, { integrationId, now, create: false }))) {
+    if (!(await lockLedger(tx, key, { integrationId, now, create: allowNegative }))) {
       if (subledgerId !== '') throw badRequest(`The profile has no subledger ${JSON.stringify(subledgerId)} in this program`, '/subLedgerID');
       throw insufficient(body.points);
     }
-    await settleExpired(tx, key, now);
-    const id = await spendPoints(tx, key, { points: body.points, name: body.name ?? '', userId: principal.userId, now });
+    await settleLedger(tx, key, now);
+    const id = await spendPoints(tx, key, { points: body.points, name: body.name ?? '', userId: principal.userId, now, allowNegative });
     if (id === null) throw insufficient(body.points);
   });
 }
@@ -371,7 +382,7 @@ export async function getLoyaltyPoints(ctx: ManagementContext, principal: Princi
   const now = ctx.clock.now();
   const rows = await ctx.db.query(
     `SELECT type, subledger_id, created, start_date, expiry_date, name, customer_session_id, event_id, user_id,
-       amount::float8 AS amount, remaining::float8 AS remaining
+       amount::float8 AS amount, remaining::float8 AS remaining, uncovered::float8 AS uncovered
      FROM loyalty_transactions
      WHERE program_id = $1 AND profile_id = $2 ORDER BY created, id`,
     [programId, profileId],
@@ -391,12 +402,16 @@ export async function getLoyaltyPoints(ctx: ManagementContext, principal: Princi
     let pending = 0;
     let spent = 0;
     let expired = 0;
+    let debt = 0;
     const transactions: { at: number; entry: Record<string, unknown> }[] = [];
     const expiring: { at: number; entry: Record<string, unknown> }[] = [];
     for (const r of txs) {
       transactions.push({ at: time(r.created), entry: entryView(r, programId, integrationId) });
       const remaining = Number(r.remaining ?? 0);
-      if (r.type === 'subtraction') spent += Number(r.amount);
+      if (r.type === 'subtraction') {
+        spent += Number(r.amount);
+        debt += Number(r.uncovered ?? 0);
+      }
       else if (r.type === 'expire') expired += Number(r.amount);
       else if (remaining > 0) {
         const expiry = r.expiry_date === null || r.expiry_date === undefined ? null : time(r.expiry_date);
@@ -414,12 +429,15 @@ export async function getLoyaltyPoints(ctx: ManagementContext, principal: Princi
     }
     transactions.sort((a, b) => a.at - b.at);
     expiring.sort((a, b) => a.at - b.at);
+    // Active points pay debts first (see payDebts); until their ledger is settled, shown as if paid.
+    const { activePoints, negativePoints } = netOfDebt(active, debt);
     return {
-      total: round(active),
-      totalActivePoints: round(active),
+      total: activePoints,
+      totalActivePoints: activePoints,
       totalPendingPoints: round(pending),
       totalSpentPoints: round(spent),
       totalExpiredPoints: round(expired),
+      totalNegativePoints: negativePoints,
       transactions: transactions.map((x) => x.entry),
       expiringPoints: expiring.map((x) => x.entry),
     };

@@ -15,5 +15,29 @@ export function openDb(options: DbOptions): Promise<Db> {
 }
 export { foldCampaignStats } from './campaign-stats.js';
 export { couponView, normalizeCode, referralView } from './coupons.js';
-export { addDuration, grantPoints, isDuration, lockLedger, settleExpired, spendPoints, tierOf, type Grant, type LedgerKey, type Tier } from './loyalty-ledger.js';
+export {
+  addDuration,
+  balancesOf,
+  EMPTY_BALANCES,
+  grantPoints,
+  isDuration,
+  ledgerObject,
+  ledgerObjects,
+  ledgerObjectsOf,
+  lockLedger,
+  netOfDebt,
+  payDebts,
+  roundPoints,
+  settleExpired,
+  settleLedger,
+  spendPoints,
+  tierOf,
+  type Balances,
+  type Grant,
+  type LedgerKey,
+  type LedgerOwner,
+  type Spend,
+  type Tentative,
+  type Tier,
+} from './loyalty-ledger.js';
 export { enqueueNotifications, enqueueOutbound, queueMail, type NotificationBatch, type OutboundRequest, type QueuedMail } from './outbox.js';

@@ -44,51 +44,97 @@ export function addDuration(from: Date, duration: string, pointer: string): Date
 
 // ---- ledgers ----
 
-/** One ledger: the main ledger of a program for a profile has subledgerId ''. */
-export interface LedgerKey {
+/**
+ * Who a ledger belongs to: a profile, or (in a card-based program) a card, whose points every
+ * profile on the card shares.
+ */
+export type LedgerOwner = { profileId: number; cardId?: undefined } | { cardId: number; profileId?: undefined };
+
+/** One ledger: the main ledger of a program for its owner has subledgerId ''. */
+export type LedgerKey = LedgerOwner & {
   programId: number;
-  profileId: number;
   subledgerId: string;
-}
+};
+
+/** The ledger's rows: `program_id = $1 AND <owner> = $2 AND subledger_id = $3` with keyParams. */
+const ledgerWhere = (key: LedgerOwner): string => `program_id = $1 AND ${key.cardId !== undefined ? 'card_id' : 'profile_id'} = $2 AND subledger_id = $3`;
+const keyParams = (key: LedgerKey): unknown[] => [key.programId, key.cardId ?? key.profileId, key.subledgerId];
+/** Values of (program_id, profile_id, card_id, subledger_id) for an insert. */
+const ownerValues = (key: LedgerKey): unknown[] => [key.programId, key.profileId ?? null, key.cardId ?? null, key.subledgerId];
 
 /**
  * Locks the ledger's row for the rest of the transaction, creating it (the profile joins the
- * program) when `create` is set. Returns false when the ledger does not exist and is not created.
+ * program, or the card's ledger opens) when `create` is set. `integrationId` names the owner in the
+ * row: the profile's integration ID or the card's identifier. Returns false when the ledger does
+ * not exist and is not created.
  */
 export async function lockLedger(tx: Queryable, key: LedgerKey, options: { integrationId: string; now: Date; create: boolean }): Promise<boolean> {
   if (options.create) {
     await tx.query(
-      `INSERT INTO loyalty_ledgers (program_id, profile_id, subledger_id, integration_id, joined) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-      [key.programId, key.profileId, key.subledgerId, options.integrationId, options.now.toISOString()],
+      `INSERT INTO loyalty_ledgers (program_id, profile_id, card_id, subledger_id, integration_id, joined) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+      [...ownerValues(key), options.integrationId, options.now.toISOString()],
     );
   }
-  const rows = await tx.query(`SELECT 1 FROM loyalty_ledgers WHERE program_id = $1 AND profile_id = $2 AND subledger_id = $3 FOR UPDATE`, [
-    key.programId,
-    key.profileId,
-    key.subledgerId,
-  ]);
+  const rows = await tx.query(`SELECT 1 FROM loyalty_ledgers WHERE ${ledgerWhere(key)} FOR UPDATE`, keyParams(key));
   return rows.length > 0;
 }
-
-const ledgerWhere = `program_id = $1 AND profile_id = $2 AND subledger_id = $3`;
 
 /** Writes the `expire` transaction of every grant of the (locked) ledger that expired by `now` with points left. */
 export async function settleExpired(tx: Queryable, key: LedgerKey, now: Date): Promise<void> {
   const expired = await tx.query<{ id: number; remaining: string; expiry_date: Date | string; name: string }>(
     `SELECT id, remaining::text AS remaining, expiry_date, name FROM loyalty_transactions
-     WHERE ${ledgerWhere} AND type = 'addition' AND remaining > 0 AND expiry_date <= $4 ORDER BY expiry_date, id`,
-    [key.programId, key.profileId, key.subledgerId, now.toISOString()],
+     WHERE ${ledgerWhere(key)} AND type = 'addition' AND remaining > 0 AND expiry_date <= $4 ORDER BY expiry_date, id`,
+    [...keyParams(key), now.toISOString()],
   );
   for (const g of expired) {
     const at = iso(g.expiry_date)!;
     const [t] = await tx.query<{ id: number }>(
-      `INSERT INTO loyalty_transactions (program_id, profile_id, subledger_id, type, amount, start_date, expiry_date, name, created)
-       VALUES ($1, $2, $3, 'expire', $4, $5, $5, $6, $5) RETURNING id`,
-      [key.programId, key.profileId, key.subledgerId, g.remaining, at, g.name],
+      `INSERT INTO loyalty_transactions (program_id, profile_id, card_id, subledger_id, type, amount, start_date, expiry_date, name, created)
+       VALUES ($1, $2, $3, $4, 'expire', $5, $6, $6, $7, $6) RETURNING id`,
+      [...ownerValues(key), g.remaining, at, g.name],
     );
     await tx.query(`INSERT INTO loyalty_consumptions (transaction_id, grant_id, amount) VALUES ($1, $2, $3)`, [t!.id, g.id, g.remaining]);
     await tx.query(`UPDATE loyalty_transactions SET remaining = 0 WHERE id = $1`, [g.id]);
   }
+}
+
+/**
+ * Pays the (locked) ledger's debts with its active points: the oldest debt first, from the
+ * earliest-expiring grants, each payment a consumption of the grant by the indebted subtraction.
+ * Pending points pay nothing until they start; whoever writes the ledger next, or the scheduler,
+ * makes the payment then (balances read in between already net the two, see balancesOf).
+ */
+export async function payDebts(tx: Queryable, key: LedgerKey, now: Date): Promise<void> {
+  const where = ledgerWhere(key);
+  // Debts and active points laid end to end: each pair of overlapping stretches is one payment.
+  const pays = await tx.query<{ debt_id: number; grant_id: number; amount: string }>(
+    `WITH d AS (
+       SELECT id, uncovered AS amount, sum(uncovered) OVER (ORDER BY created, id) AS hi FROM loyalty_transactions
+        WHERE ${where} AND type = 'subtraction' AND uncovered > 0
+     ), g AS (
+       SELECT id, remaining AS amount, sum(remaining) OVER (ORDER BY expiry_date ASC NULLS LAST, start_date, id) AS hi FROM loyalty_transactions
+        WHERE ${where} AND type = 'addition' AND remaining > 0 AND start_date <= $4 AND (expiry_date IS NULL OR expiry_date > $4)
+     )
+     SELECT d.id AS debt_id, g.id AS grant_id, (LEAST(d.hi, g.hi) - GREATEST(d.hi - d.amount, g.hi - g.amount))::text AS amount
+       FROM d JOIN g ON d.hi - d.amount < g.hi AND g.hi - g.amount < d.hi
+      ORDER BY d.hi, g.hi`,
+    [...keyParams(key), now.toISOString()],
+  );
+  for (const p of pays) {
+    await tx.query(
+      `INSERT INTO loyalty_consumptions (transaction_id, grant_id, amount, created) VALUES ($1, $2, $3::numeric, $4)
+       ON CONFLICT (transaction_id, grant_id) DO UPDATE SET amount = loyalty_consumptions.amount + EXCLUDED.amount`,
+      [p.debt_id, p.grant_id, p.amount, now.toISOString()],
+    );
+    await tx.query(`UPDATE loyalty_transactions SET remaining = remaining - $2::numeric WHERE id = $1`, [p.grant_id, p.amount]);
+    await tx.query(`UPDATE loyalty_transactions SET uncovered = uncovered - $2::numeric WHERE id = $1`, [p.debt_id, p.amount]);
+  }
+}
+
+/** What every writer does first under the ledger's lock: write off expired points, then pay debts. */
+export async function settleLedger(tx: Queryable, key: LedgerKey, now: Date): Promise<void> {
+  await settleExpired(tx, key, now);
+  await payDebts(tx, key, now);
 }
 
 export interface Grant {
@@ -103,16 +149,17 @@ export interface Grant {
   now: Date;
 }
 
-/** Adds a grant to a ledger locked by lockLedger. */
+/**
+ * Adds a grant to a ledger locked by lockLedger. When it is active at once and the ledger has
+ * debts, the caller's closing payDebts takes them from it before anything can spend it.
+ */
 export async function grantPoints(tx: Queryable, key: LedgerKey, g: Grant): Promise<number> {
   const [row] = await tx.query<{ id: number }>(
-    `INSERT INTO loyalty_transactions (program_id, profile_id, subledger_id, type, amount, remaining, start_date, expiry_date, name,
+    `INSERT INTO loyalty_transactions (program_id, profile_id, card_id, subledger_id, type, amount, remaining, start_date, expiry_date, name,
        customer_session_id, event_id, user_id, created)
-     VALUES ($1, $2, $3, 'addition', $4, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+     VALUES ($1, $2, $3, $4, 'addition', $5, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
     [
-      key.programId,
-      key.profileId,
-      key.subledgerId,
+      ...ownerValues(key),
       String(g.points),
       g.startDate.toISOString(),
       g.expiryDate?.toISOString() ?? null,
@@ -126,34 +173,52 @@ export async function grantPoints(tx: Queryable, key: LedgerKey, g: Grant): Prom
   return row!.id;
 }
 
+export interface Spend {
+  points: string | number;
+  name: string;
+  customerSessionId?: string;
+  eventId?: number;
+  userId?: number;
+  now: Date;
+  /**
+   * The program allows a negative balance: what the active points do not cover becomes the
+   * subtraction's `uncovered` part, a debt that later active points pay.
+   */
+  allowNegative?: boolean;
+  /** A grant to take from first, even while it is pending (a rollback of that grant). */
+  prefer?: number;
+}
+
 /**
  * Takes `points` from the active grants of a ledger locked by lockLedger, earliest expiry first
- * (never-expiring last), recording how much came from each grant. Returns null, changing
- * nothing, when the active balance is smaller than `points`.
+ * (never-expiring last), recording how much came from each grant. Without allowNegative it
+ * returns null, changing nothing, when the active balance is smaller than `points`.
  */
-export async function spendPoints(
-  tx: Queryable,
-  key: LedgerKey,
-  s: { points: string | number; name: string; customerSessionId?: string; eventId?: number; userId?: number; now: Date },
-): Promise<number | null> {
+export async function spendPoints(tx: Queryable, key: LedgerKey, s: Spend): Promise<number | null> {
   const now = s.now.toISOString();
   const points = String(s.points);
-  const active = `${ledgerWhere} AND type = 'addition' AND remaining > 0 AND start_date <= $4 AND (expiry_date IS NULL OR expiry_date > $4)`;
-  const params = [key.programId, key.profileId, key.subledgerId, now, points];
-  const [enough] = await tx.query<{ ok: boolean }>(`SELECT COALESCE(sum(remaining), 0) >= $5::numeric AS ok FROM loyalty_transactions WHERE ${active}`, params);
-  if (!enough?.ok) return null;
+  const usable = `${ledgerWhere(key)} AND type = 'addition' AND remaining > 0
+    AND ((start_date <= $4 AND (expiry_date IS NULL OR expiry_date > $4)) OR id = $6)`;
+  const params = [...keyParams(key), now, points, s.prefer ?? null];
+  const [have] = await tx.query<{ ok: boolean; uncovered: string }>(
+    `SELECT COALESCE(sum(remaining), 0) >= $5::numeric AS ok, GREATEST($5::numeric - COALESCE(sum(remaining), 0), 0)::text AS uncovered
+       FROM loyalty_transactions WHERE ${usable}`,
+    params,
+  );
+  if (!have?.ok && !s.allowNegative) return null;
   // The running sum picks the grants needed and how much of the last one; exact numerics throughout.
   const takes = await tx.query<{ id: number; take: string }>(
     `SELECT id, LEAST(remaining, $5::numeric - (running - remaining))::text AS take FROM (
-       SELECT id, remaining, sum(remaining) OVER (ORDER BY expiry_date ASC NULLS LAST, start_date, id) AS running
-       FROM loyalty_transactions WHERE ${active}
+       SELECT id, remaining, sum(remaining) OVER (ORDER BY (id = $6) IS TRUE DESC, expiry_date ASC NULLS LAST, start_date, id) AS running
+       FROM loyalty_transactions WHERE ${usable}
      ) g WHERE running - remaining < $5::numeric ORDER BY running`,
     params,
   );
   const [row] = await tx.query<{ id: number }>(
-    `INSERT INTO loyalty_transactions (program_id, profile_id, subledger_id, type, amount, start_date, name, customer_session_id, event_id, user_id, created)
-     VALUES ($1, $2, $3, 'subtraction', $4, $5, $6, $7, $8, $9, $5) RETURNING id`,
-    [key.programId, key.profileId, key.subledgerId, points, now, s.name, s.customerSessionId ?? '', s.eventId ?? null, s.userId ?? null],
+    `INSERT INTO loyalty_transactions (program_id, profile_id, card_id, subledger_id, type, amount, uncovered, start_date, name,
+       customer_session_id, event_id, user_id, created)
+     VALUES ($1, $2, $3, $4, 'subtraction', $5, $6, $7, $8, $9, $10, $11, $7) RETURNING id`,
+    [...ownerValues(key), points, have?.ok ? '0' : (have?.uncovered ?? points), now, s.name, s.customerSessionId ?? '', s.eventId ?? null, s.userId ?? null],
   );
   for (const t of takes) {
     await tx.query(`UPDATE loyalty_transactions SET remaining = remaining - $2::numeric WHERE id = $1`, [t.id, t.take]);
@@ -162,6 +227,125 @@ export async function spendPoints(
   return row!.id;
 }
 
+// ---- balances ----
+
+export interface Balances {
+  activePoints: number;
+  pendingPoints: number;
+  spentPoints: number;
+  expiredPoints: number;
+  /** The debt of a program that allows negative balances: deductions no points covered yet. */
+  negativePoints: number;
+}
+
+export const EMPTY_BALANCES: Readonly<Balances> = { activePoints: 0, pendingPoints: 0, spentPoints: 0, expiredPoints: 0, negativePoints: 0 };
+
+/** Sums of decimal points arrive as doubles: drop the binary noise (0.1 + 0.2). */
+export const roundPoints = (n: unknown): number => Math.round(Number(n ?? 0) * 1e9) / 1e9;
+
+/**
+ * Active points and debts of one ledger as they stand once the debts are paid: a debt and active
+ * points live side by side only between a pending grant's start and the next settlement of its
+ * ledger, and are shown as that settlement will leave them.
+ */
+export function netOfDebt(active: number, debt: number): { activePoints: number; negativePoints: number } {
+  return { activePoints: roundPoints(Math.max(0, active - debt)), negativePoints: roundPoints(Math.max(0, debt - active)) };
+}
+
+/**
+ * Balances per (program, subledger) of one owner (a profile or a card) as of `at`, for the given
+ * programs. Spent is every subtraction until `at` (with the part still owed); expired the
+ * `expire` transactions plus what is left of grants past their expiry (not settled yet);
+ * negative the debt left after the active points pay it. With `historic` (a past `at`, the
+ * balances' `endDate`) transactions created after `at` do not count: grants made later are left
+ * out, and what later subtractions, expiries and debt payments took from a grant is given back.
+ */
+export async function balancesOf(db: Queryable, programIds: readonly number[], owner: LedgerOwner, at: Date, historic = false): Promise<Map<number, Map<string, Balances>>> {
+  const out = new Map<number, Map<string, Balances>>();
+  if (programIds.length === 0) return out;
+  const ownerColumn = owner.cardId !== undefined ? 'card_id' : 'profile_id';
+  const source = historic
+    ? `(SELECT t.program_id, t.${ownerColumn}, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
+               CASE WHEN t.type = 'addition' THEN t.remaining + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c
+                   JOIN loyalty_transactions x ON x.id = c.transaction_id WHERE c.grant_id = t.id AND COALESCE(c.created, x.created) > $3), 0) END AS remaining,
+               t.uncovered + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c WHERE c.transaction_id = t.id AND c.created > $3), 0) AS uncovered
+          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.${ownerColumn} = $2 AND t.created <= $3) AS loyalty_transactions`
+    : 'loyalty_transactions';
+  const rows = await db.query<{ program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string; debt: string }>(
+    `SELECT program_id, subledger_id,
+            COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date <= $3 AND (expiry_date IS NULL OR expiry_date > $3)), 0)::text AS active,
+            COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date > $3), 0)::text AS pending,
+            COALESCE(SUM(amount) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS spent,
+            (COALESCE(SUM(amount) FILTER (WHERE type = 'expire' AND created <= $3), 0)
+              + COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND expiry_date <= $3), 0))::text AS expired,
+            COALESCE(SUM(uncovered) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS debt
+       FROM ${source} WHERE program_id = ANY($1::int[]) AND ${ownerColumn} = $2
+      GROUP BY program_id, subledger_id`,
+    [programIds, owner.cardId ?? owner.profileId, at.toISOString()],
+  );
+  for (const r of rows) {
+    const byLedger = out.get(Number(r.program_id)) ?? new Map<string, Balances>();
+    const { activePoints, negativePoints } = netOfDebt(Number(r.active), Number(r.debt));
+    byLedger.set(r.subledger_id, { activePoints, pendingPoints: roundPoints(r.pending), spentPoints: roundPoints(r.spent), expiredPoints: roundPoints(r.expired), negativePoints });
+    out.set(Number(r.program_id), byLedger);
+  }
+  return out;
+}
+
+/** What an open session's loyalty effects would leave of a ledger: the tentative balances. */
+export interface Tentative {
+  currentBalance: number;
+  pendingBalance: number;
+  negativeBalance: number;
+}
+
+/**
+ * The ledger object of the spec (IntegrationStateV2 `loyalty`): balances, tier and points to the
+ * next tier. `tentative` is what the ledger would hold if the open session's effects were
+ * committed; without it (nothing uncommitted) the tentative balances are the committed ones.
+ */
+export function ledgerObject(b: Balances, tiers: readonly Tier[], tentative?: Tentative): Record<string, unknown> {
+  const t = tierOf(tiers, b.activePoints);
+  return {
+    currentBalance: b.activePoints,
+    pendingBalance: b.pendingPoints,
+    negativeBalance: b.negativePoints,
+    expiredBalance: b.expiredPoints,
+    spentBalance: b.spentPoints,
+    tentativeCurrentBalance: tentative?.currentBalance ?? b.activePoints,
+    tentativePendingBalance: tentative?.pendingBalance ?? b.pendingPoints,
+    tentativeNegativeBalance: tentative?.negativeBalance ?? b.negativePoints,
+    ...(t.tier ? { currentTier: { name: t.tier.name, minPoints: t.tier.minPoints } } : {}),
+    ...(t.pointsToNextTier !== undefined ? { pointsToNextTier: t.pointsToNextTier } : {}),
+  };
+}
+
+/**
+ * The ledger objects of one owner in one program as of `at`: the main ledger (with the program's
+ * tiers) and each subledger, with the tentative balances of each where given (by subledger id).
+ */
+export async function ledgerObjectsOf(
+  db: Queryable,
+  programId: number,
+  owner: LedgerOwner,
+  tiers: readonly Tier[],
+  at: Date,
+  tentative?: ReadonlyMap<string, Tentative>,
+): Promise<{ ledger: Record<string, unknown>; subledgers: Record<string, Record<string, unknown>> }> {
+  return ledgerObjects((await balancesOf(db, [programId], owner, at)).get(programId) ?? new Map<string, Balances>(), tiers, tentative);
+}
+
+/** The ledger objects of one owner's ledgers in a program (balances by subledger id, '' the main ledger). */
+export function ledgerObjects(
+  ledgers: ReadonlyMap<string, Balances>,
+  tiers: readonly Tier[],
+  tentative?: ReadonlyMap<string, Tentative>,
+): { ledger: Record<string, unknown>; subledgers: Record<string, Record<string, unknown>> } {
+  const subledgers: Record<string, Record<string, unknown>> = {};
+  const ids = [...new Set([...ledgers.keys(), ...(tentative?.keys() ?? [])])].filter((id) => id !== '').sort();
+  for (const id of ids) subledgers[id] = ledgerObject(ledgers.get(id) ?? EMPTY_BALANCES, [], tentative?.get(id));
+  return { ledger: ledgerObject(ledgers.get('') ?? EMPTY_BALANCES, tiers, tentative?.get('')), subledgers };
+}
 
 // ---- tiers ----
 

@@ -257,7 +257,7 @@ describe('Management API: loyalty programs and ledgers', () => {
       await addProfile('alice');
       const empty = await ledger(p.id, 'alice');
       expect(empty).toEqual({
-        ledger: { total: 0, totalActivePoints: 0, totalPendingPoints: 0, totalSpentPoints: 0, totalExpiredPoints: 0, transactions: [], expiringPoints: [] },
+        ledger: { total: 0, totalActivePoints: 0, totalPendingPoints: 0, totalSpentPoints: 0, totalExpiredPoints: 0, totalNegativePoints: 0, transactions: [], expiringPoints: [] },
         subLedgers: {},
       });
       const r = await add(t.admin, p.id, 'alice', { points: 120.5, name: 'Welcome' });

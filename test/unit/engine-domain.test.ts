@@ -114,6 +114,48 @@ describe('effects of rules.md section 4', () => {
   });
 });
 
+describe('loyalty effects checked against the loyalty facts', () => {
+  const loyalty = {
+    '1': { balance: 60 },
+    '2': { balance: 20, cardBased: true, card: 'CARD-1' },
+    '3': { balance: 0, cardBased: true, blockedCard: 'CARD-9' },
+    '4': { balance: 0, cardBased: true },
+    '5': { balance: -5, allowNegative: true },
+  };
+  const run = (effects: unknown[], session: Record<string, unknown> = {}) =>
+    evaluate(input({ campaigns: [campaign(ruleset(rule(true, effects)))], facts: { seed: 's', loyalty } }, session));
+  const why = (r: ReturnType<typeof evaluate>) => r.ruleFailureReasons.map((f) => [f.effectIndex, f.details.split(':')[0]]);
+
+  it('acts on the card of a card-based program, and refuses the program without an active card', () => {
+    const r = run([['addLoyaltyPoints', 2, 5], ['addLoyaltyPoints', 3, 5], ['deductLoyaltyPoints', 4, 5], ['addLoyaltyPoints', 9, 5]]);
+    expect(r.effects.map((e) => [e.effectType, e.props.programId, e.props.cardIdentifier])).toEqual([['addLoyaltyPoints', 2, 'CARD-1']]);
+    expect(why(r)).toEqual([
+      [1, 'LoyaltyCardBlocked'],
+      [2, 'LoyaltyCardRequired'],
+      [3, 'LoyaltyProgramNotFound'],
+    ]);
+  });
+
+  it('refuses deductions past the balance in effect order, unless the program allows a negative balance', () => {
+    const r = run([['deductLoyaltyPoints', 1, 40], ['deductLoyaltyPoints', 1, 30], ['deductLoyaltyPoints', 1, 20], ['deductLoyaltyPoints', 5, 100], ['deductLoyaltyPoints', 2, 25]]);
+    expect(r.effects.map((e) => [e.props.programId, e.props.value])).toEqual([
+      [1, 40],
+      [1, 20],
+      [5, 100],
+    ]);
+    expect(why(r)).toEqual([
+      [1, 'InsufficientLoyaltyPoints'],
+      [4, 'InsufficientLoyaltyPoints'],
+    ]);
+  });
+
+  it('needs a profile for a profile-based program', () => {
+    const r = run([['addLoyaltyPoints', 1, 5], ['addLoyaltyPoints', 2, 5]], { ProfileId: '' });
+    expect(r.effects.map((e) => e.props.programId)).toEqual([2]);
+    expect(why(r)).toEqual([[0, 'ProfileRequired']]);
+  });
+});
+
 describe('domain operators', () => {
   it('reads audiences and loyalty balances', () => {
     const c = campaign(
