@@ -3,7 +3,7 @@
 // and notifications) go out at least once with retries, signing and a log entry per attempt;
 // mails go out over SMTP (or are only logged when no SMTP server is configured). Every node runs
 // the dispatchers; rows are claimed so that nodes share the work without sending twice.
-export { DispatchLoop, retryDelay, type DispatchLoopOptions } from './dispatch-loop.js';
+export { DispatchLoop, retryDelay, type DispatchLoopOptions } from '../shared/index.js';
 export { OutboxDispatcher, type OutboxDispatcherOptions } from './outbox-dispatcher.js';
 export { loggedTransport, MailDispatcher, smtpTransport, type MailDispatcherOptions, type MailTransport, type OutgoingMail } from './mail.js';
 export * from './smtp.js';

@@ -4,9 +4,8 @@
 // when configured, else a transport that only logs recipient and subject), retrying with backoff
 // and marking a row failed after maxAttempts. Bodies may carry tokens: they are never logged, and
 // blanked once sent or failed.
-import type { Clock, Logger } from '../shared/index.js';
+import { DispatchLoop, type Clock, type Logger } from '../shared/index.js';
 import type { Db } from '../store/index.js';
-import { DispatchLoop } from './dispatch-loop.js';
 import { sendSmtp, type SmtpOptions } from './smtp.js';
 
 export interface OutgoingMail {

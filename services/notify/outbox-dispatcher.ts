@@ -4,9 +4,8 @@
 // a webhook log entry; `X-Notification-Id` on every request and `X-Signature` when the endpoint
 // has a secret.
 import { createHmac } from 'node:crypto';
-import type { Clock, Logger } from '../shared/index.js';
+import { DispatchLoop, retryDelay, type Clock, type Logger } from '../shared/index.js';
 import type { Db } from '../store/index.js';
-import { DispatchLoop, retryDelay } from './dispatch-loop.js';
 
 export interface OutboxDispatcherOptions {
   db: Db;

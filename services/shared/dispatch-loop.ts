@@ -1,7 +1,9 @@
-// What every outbox dispatcher shares: a round runs every pollMs, or at once when a use case has
-// just written a row (wake), never two rounds at a time on one node; stop waits for the round in
-// flight. Rows are shared between nodes by the claim each dispatcher makes (see its runOnce).
-import type { Logger } from '../shared/index.js';
+// What every background worker over a table of due rows shares (the outbox and mail dispatchers of
+// services/notify, the coupon jobs of services/management): a round runs every pollMs, or at once
+// when a use case has just written a row (wake), never two rounds at a time on one node; stop
+// waits for the round in flight. Rows are shared between nodes by the claim each worker makes
+// (see its runOnce).
+import type { Logger } from './logger.js';
 
 export interface DispatchLoopOptions {
   logger: Logger;
