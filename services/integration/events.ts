@@ -115,6 +115,7 @@ export class EventService extends IntegrationService {
             app: outcome.snapshot.application,
             campaigns: outcome.snapshot.campaigns,
             webhooks: outcome.snapshot.webhooks,
+            notificationTypes: outcome.snapshot.notificationTypes,
             sessionId,
             profileId,
             effects: outcome.effects,

@@ -160,6 +160,7 @@ export class ProfileService extends IntegrationService {
             app: outcome.snapshot.application,
             campaigns: outcome.snapshot.campaigns,
             webhooks: outcome.snapshot.webhooks,
+            notificationTypes: outcome.snapshot.notificationTypes,
             sessionId: '',
             profileId: integrationId,
             effects: outcome.effects,

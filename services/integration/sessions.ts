@@ -324,6 +324,7 @@ export class SessionService extends IntegrationService {
             app: snapshot.application,
             campaigns: snapshot.campaigns,
             webhooks: snapshot.webhooks,
+            notificationTypes: snapshot.notificationTypes,
             sessionId: session.integrationId,
             profileId: session.profileId,
             effects: result.effects,

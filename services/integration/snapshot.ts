@@ -60,6 +60,11 @@ export interface AppSnapshot {
   campaigns: CampaignSnapshot[];
   /** Whether a catalog is subscribed by the Application (sessions look up cart SKUs only then). */
   hasCatalogs: boolean;
+  /**
+   * The notification types that the Application's enabled notification webhooks subscribe to: a
+   * commit builds a notification only for these (none, the usual case, costs nothing).
+   */
+  notificationTypes: ReadonlySet<string>;
   loadedAt: number;
 }
 
@@ -120,6 +125,9 @@ export class SnapshotCache {
               (SELECT coalesce(json_agg(json_build_object('id', w.id, 'title', w.title, 'verb', w.verb, 'url', w.url, 'headers', w.headers,
                                                           'payload', w.payload, 'params', w.params, 'enabled', w.enabled)), '[]'::json)
                  FROM webhooks w JOIN webhook_applications wa ON wa.webhook_id = w.id WHERE wa.application_id = a.id) AS webhooks,
+              (SELECT coalesce(json_agg(DISTINCT t.type), '[]'::json)
+                 FROM notification_webhooks nw CROSS JOIN LATERAL jsonb_array_elements_text(nw.notification_types) AS t(type)
+                WHERE nw.application_id = a.id AND nw.enabled) AS notification_types,
               c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
               c.limits, c.coupon_settings, c.referral_settings, c.reevaluate_on_return,
               r.id AS ruleset_id, r.rules, r.bindings
@@ -168,7 +176,14 @@ export class SnapshotCache {
       });
     }
     const webhooks = new Map((first.webhooks as WebhookDefinition[]).map((w) => [Number(w.id), { ...w, id: Number(w.id) }]));
-    return { application, webhooks, campaigns, hasCatalogs: first.has_catalogs === true, loadedAt: Date.now() };
+    return {
+      application,
+      webhooks,
+      campaigns,
+      hasCatalogs: first.has_catalogs === true,
+      notificationTypes: new Set(first.notification_types as string[]),
+      loadedAt: Date.now(),
+    };
   }
 }
 
