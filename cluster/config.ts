@@ -55,6 +55,11 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
       leaseMarginMs: int('OUTBOX_LEASE_MARGIN_MS'),
       concurrency: int('OUTBOX_CONCURRENCY'),
     },
+    couponJobs: {
+      pollMs: int('COUPON_JOB_POLL_MS'),
+      chunkSize: int('COUPON_JOB_CHUNK_SIZE'),
+      leaseMs: int('COUPON_JOB_LEASE_MS'),
+    },
   };
   // Leave unset options out so each component's documented default applies.
   for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];
@@ -63,6 +68,9 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
   }
   for (const k of Object.keys(opts.outbox!) as Array<keyof NonNullable<NodeOptions['outbox']>>) {
     if (opts.outbox![k] === undefined) delete opts.outbox![k];
+  }
+  for (const k of Object.keys(opts.couponJobs!) as Array<keyof NonNullable<NodeOptions['couponJobs']>>) {
+    if (opts.couponJobs![k] === undefined) delete opts.couponJobs![k];
   }
   return opts;
 }

@@ -11,8 +11,10 @@ import {
   AccessLogWriter,
   ApiKeyResolver,
   bootstrapAdmin,
+  CouponJobRunner,
   type AccessLogWriterOptions,
   type BootstrapResult,
+  type CouponJobRunnerOptions,
   type ManagementContext,
 } from '../services/management/index.js';
 import { loggedTransport, MailDispatcher, OutboxDispatcher, parseSmtpUrl, smtpTransport, type MailTransport, type OutboxDispatcherOptions } from '../services/notify/index.js';
@@ -89,6 +91,8 @@ export interface NodeOptions {
    * maxAttempts, backoffMs, maxBackoffMs, timeoutMs, leaseMarginMs, batchSize, concurrency).
    */
   outbox?: Omit<OutboxDispatcherOptions, 'db' | 'clock' | 'logger' | 'userAgent'>;
+  /** Asynchronous coupon creation (see CouponJobRunnerOptions: pollMs, chunkSize, leaseMs, maxAttempts, backoffMs). */
+  couponJobs?: Omit<CouponJobRunnerOptions, 'ctx' | 'nodeId'>;
   /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
   accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
@@ -182,7 +186,13 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       logger,
       tokenTtlMs: options.tokenTtlMs ?? 7 * 24 * 3600 * 1000,
       mail: { wake: () => mailer.wake() },
+      outbound: { wake: outboundWritten },
+      couponJobs: { wake: () => couponJobs.wake() },
     };
+    // Every node works the asynchronous coupon creations; the one that queued a job starts it at once.
+    const couponJobs = new CouponJobRunner({ ctx: management, nodeId, ...options.couponJobs });
+    couponJobs.start();
+    cleanups.push(() => couponJobs.stop());
     const bootstrap = await bootstrapAdmin(management, {
       email: options.adminEmail ?? 'admin@perkline.local',
       password: options.adminPassword,
