@@ -83,7 +83,7 @@ function treeView(r: Record<string, unknown>): EvaluationTree {
     applicationId: r.application_id as number,
     version: r.version as number,
     // Rebuilt rather than passed on: jsonb keeps its keys in its own order.
-    set: { ...setOf('', '', []), elements: stored.elements.map((e) => ({ type: 'CAMPAIGN', campaignId: e.campaignId })), evaluationMode: stored.evaluationMode },
+    set: { ...setOf('', '', stored.elements.map((e) => e.campaignId)), evaluationMode: stored.evaluationMode },
     updatedBy: r.updated_by as string,
   };
 }
