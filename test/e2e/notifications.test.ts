@@ -668,6 +668,26 @@ describe('notifications', () => {
       expect(notificationsAt(rx, at)).toHaveLength(1);
     });
 
+    it('ends a job failed, without a notification, when the pattern runs out of free codes', async () => {
+      const applicationId = await newApp();
+      const campaign = await createCampaign(applicationId);
+      const where = { applicationId, campaignId: campaign.id as number };
+      const at = `/async-failed-${applicationId}/`;
+      await subscribe(t.admin, rx, applicationId, at, ['AsyncCouponsCreated']);
+      // Ten codes in the pattern, six of them taken: ten more cannot be made.
+      const pattern = { usageLimit: 1, validCharacters: [...'0123456789'], couponPattern: 'FULL-#' };
+      unwrap(await t.admin.POST(COUPONS, { params: { path: where }, body: { ...pattern, numberOfCoupons: 6 } }));
+      const job = unwrap(await t.admin.POST(ASYNC, { params: { path: where }, body: { ...pattern, numberOfCoupons: 10 } })) as Body;
+      const failed = await eventually(async () => {
+        const j = unwrap(await t.admin.GET(JOB, { params: { path: { ...where, batchId: job.batchId } } })) as Body;
+        return j.state === 'failed' ? j : undefined;
+      }, 10_000);
+      expect(failed).toMatchObject({ state: 'failed', numberOfCoupons: 10, createdCoupons: 0, error: expect.stringContaining('no free codes'), finishedAt: expect.any(String) });
+      expect((unwrap(await t.admin.GET(COUPONS, { params: { path: where } })) as Body).totalResultSize).toBe(6);
+      await sleep(300);
+      expect(rx.to(at)).toEqual([]);
+    });
+
     it('refuses bad input on its pointer, lets readers follow a job but not start one, and hides jobs from other accounts', async () => {
       const applicationId = await newApp();
       const campaign = await createCampaign(applicationId);
