@@ -47,11 +47,31 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
     smtpUrl: str('SMTP_URL'),
     mailFrom: str('MAIL_FROM'),
     maxHeaderBytes: int('MAX_HEADER_BYTES'),
+    outbox: {
+      pollMs: int('OUTBOX_POLL_MS'),
+      maxAttempts: int('OUTBOX_MAX_ATTEMPTS'),
+      backoffMs: int('OUTBOX_BACKOFF_MS'),
+      maxBackoffMs: int('OUTBOX_MAX_BACKOFF_MS'),
+      timeoutMs: int('OUTBOX_TIMEOUT_MS'),
+      leaseMarginMs: int('OUTBOX_LEASE_MARGIN_MS'),
+      concurrency: int('OUTBOX_CONCURRENCY'),
+    },
+    couponJobs: {
+      pollMs: int('COUPON_JOB_POLL_MS'),
+      chunkSize: int('COUPON_JOB_CHUNK_SIZE'),
+      leaseMs: int('COUPON_JOB_LEASE_MS'),
+    },
   };
   // Leave unset options out so each component's documented default applies.
   for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];
   for (const k of Object.keys(opts.evaluator!) as Array<keyof NonNullable<NodeOptions['evaluator']>>) {
     if (opts.evaluator![k] === undefined) delete opts.evaluator![k];
+  }
+  for (const k of Object.keys(opts.outbox!) as Array<keyof NonNullable<NodeOptions['outbox']>>) {
+    if (opts.outbox![k] === undefined) delete opts.outbox![k];
+  }
+  for (const k of Object.keys(opts.couponJobs!) as Array<keyof NonNullable<NodeOptions['couponJobs']>>) {
+    if (opts.couponJobs![k] === undefined) delete opts.couponJobs![k];
   }
   return opts;
 }

@@ -11,15 +11,13 @@ import {
   AccessLogWriter,
   ApiKeyResolver,
   bootstrapAdmin,
-  loggedTransport,
-  MailDispatcher,
-  parseSmtpUrl,
-  smtpTransport,
+  CouponJobRunner,
   type AccessLogWriterOptions,
   type BootstrapResult,
-  type MailTransport,
+  type CouponJobRunnerOptions,
   type ManagementContext,
 } from '../services/management/index.js';
+import { loggedTransport, MailDispatcher, OutboxDispatcher, parseSmtpUrl, smtpTransport, type MailTransport, type OutboxDispatcherOptions } from '../services/notify/index.js';
 import {
   createLocalConfigEvents,
   createLogger,
@@ -88,6 +86,13 @@ export interface NodeOptions {
   mailBackoffMs?: number;
   /** Test hook: a transport used instead of SMTP or the log. */
   mailTransport?: MailTransport;
+  /**
+   * Delivery of rule-triggered webhooks and notifications (see OutboxDispatcherOptions: pollMs,
+   * maxAttempts, backoffMs, maxBackoffMs, timeoutMs, leaseMarginMs, batchSize, concurrency).
+   */
+  outbox?: Omit<OutboxDispatcherOptions, 'db' | 'clock' | 'logger' | 'userAgent'>;
+  /** Asynchronous coupon creation (see CouponJobRunnerOptions: pollMs, chunkSize, leaseMs, maxAttempts, backoffMs). */
+  couponJobs?: Omit<CouponJobRunnerOptions, 'ctx' | 'nodeId'>;
   /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
   accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
@@ -176,6 +181,12 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     });
     mailer.start();
     cleanups.push(() => mailer.stop());
+    // Every node sends due webhook calls and notifications; a use case that wrote some wakes the
+    // local dispatcher so that they leave at once rather than at the next poll.
+    const outbox = new OutboxDispatcher({ db, clock, logger, userAgent: `Perkline (node ${nodeId})`, ...options.outbox });
+    outbox.start();
+    cleanups.push(() => outbox.stop());
+    const outboundWritten = () => outbox.wake();
     const management: ManagementContext = {
       db,
       events,
@@ -183,7 +194,13 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
       logger,
       tokenTtlMs: options.tokenTtlMs ?? 7 * 24 * 3600 * 1000,
       mail: { wake: () => mailer.wake() },
+      outbound: { wake: outboundWritten },
+      couponJobs: { wake: () => couponJobs.wake() },
     };
+    // Every node works the asynchronous coupon creations; the one that queued a job starts it at once.
+    const couponJobs = new CouponJobRunner({ ctx: management, nodeId, ...options.couponJobs });
+    couponJobs.start();
+    cleanups.push(() => couponJobs.stop());
     const bootstrap = await bootstrapAdmin(management, {
       email: options.adminEmail ?? 'admin@perkline.local',
       password: options.adminPassword,
@@ -193,7 +210,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     cleanups.push(() => evaluator.close());
     const snapshots = new SnapshotCache({ db, events });
     cleanups.push(() => snapshots.close());
-    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger });
+    const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, outboundWritten });
     const actors = new ActorHost({
       beforeRun: options.actorBeforeRun,
       entity: (key) => (key.startsWith('p:') ? 'profile' : 'session'),
@@ -258,6 +275,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
           clock,
           eventPrefix: options.eventPrefix,
           logger,
+          outboundWritten,
           // Customer data deletion changed these sessions: every node's cached copies go.
           onSessionsChanged: (changed) => {
             const byApp = new Map<number, string[]>();
@@ -265,7 +283,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
             for (const [applicationId, sessionIds] of byApp) events.publish({ kind: 'sessions', applicationId, sessionIds });
           },
         }),
-        events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger }),
+        events: new EventService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, outboundWritten }),
         reservations: new ReservationService(db, clock),
         achievements: new AchievementService(db, clock),
         loyalty: new LoyaltyService(db, clock),

@@ -5,10 +5,13 @@
 import createClient, { type Client } from 'openapi-fetch';
 import type { components as IntegrationComponents, paths as IntegrationPaths } from '../openapi/gen/integration.js';
 import type { components as ManagementComponents, paths as ManagementPaths } from '../openapi/gen/management.js';
+import type { components as NotificationComponents } from '../openapi/gen/notifications.js';
 
 export type { IntegrationPaths, ManagementPaths };
 export type IntegrationSchemas = IntegrationComponents['schemas'];
 export type ManagementSchemas = ManagementComponents['schemas'];
+/** The bodies of outbound notifications (openapi/notifications.yaml), for receivers. */
+export type NotificationSchemas = NotificationComponents['schemas'];
 export type ErrorBody = IntegrationSchemas['ErrorResponseWithStatus'];
 
 export interface RetryOptions {

@@ -887,6 +887,115 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/coupons/{couponId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                /** @description The coupon's `id` (digits). */
+                couponId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Update one coupon of the campaign (absent fields stay); notifies CouponUpdated */
+        put: operations["updateCoupon"];
+        post?: never;
+        /** Delete one coupon of the campaign; notifies CouponDeleted */
+        delete: operations["deleteCoupon"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/coupons_async": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create up to 5,000,000 coupons in the background (one batch); notifies AsyncCouponsCreated when done
+         * @description Checks the body as coupon creation does and answers at once with the job (202); any node then creates the coupons in chunks, also after a restart. Follow the job with GET `.../coupons_async/{batchId}` (ext).
+         */
+        post: operations["createCouponsAsync"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/campaigns/{campaignId}/coupons_async/{batchId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        /** (ext) State and progress of an asynchronous coupon creation */
+        get: operations["getCouponCreationJob"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/notification_webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        /** (ext) The Application's notification webhooks */
+        get: operations["getNotificationWebhooks"];
+        put?: never;
+        /** (ext) Subscribe an endpoint to notifications of the Application */
+        post: operations["createNotificationWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applications/{applicationId}/notification_webhooks/{notificationWebhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                notificationWebhookId: number;
+            };
+            cookie?: never;
+        };
+        /** (ext) A notification webhook */
+        get: operations["getNotificationWebhook"];
+        /** (ext) Replace a notification webhook (an absent secret is kept) */
+        put: operations["updateNotificationWebhook"];
+        post?: never;
+        /** (ext) Delete a notification webhook; what was not yet sent to it is dropped */
+        delete: operations["deleteNotificationWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1127,17 +1236,19 @@ export interface components {
             /** @description The coupon is visible (softly reserved) to every customer */
             implicitlyReserved?: boolean;
         };
-        NewCoupons: components["schemas"]["CouponFields"] & {
+        CouponGeneration: {
             /** @description The characters a `#` of the pattern may become. */
-            validCharacters: string[];
+            validCharacters?: string[];
             /** @description Each `#` is replaced by a random character of validCharacters. */
-            couponPattern: string;
-            /** @description At most 20,000 without uniquePrefix, 200,000 with it. */
-            numberOfCoupons: number;
+            couponPattern?: string;
             /** @description Prepended to every code. */
             uniquePrefix?: string;
             /** @description Only this profile may redeem the coupons (its integration ID */
             recipientIntegrationId?: string;
+        };
+        NewCoupons: components["schemas"]["CouponFields"] & components["schemas"]["CouponGeneration"] & {
+            /** @description At most 20,000 without uniquePrefix, 200,000 with it. */
+            numberOfCoupons: number;
         };
         UpdateCouponBatch: components["schemas"]["CouponFields"] & {
             batchID: string;
@@ -1310,6 +1421,8 @@ export interface components {
             /** @description Body template; may reference `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}` and declared parameters as `${$<param>}`. */
             payload?: string;
             enabled?: boolean;
+            /** @description (ext) Key of the `X-Signature: sha256=<hex HMAC-SHA256 of the body>` header sent with each call; never shown. On update, leaving it out keeps the current key and an empty string removes it. */
+            secret?: string;
         };
         NewWebhook: components["schemas"]["WebhookFields"] & unknown;
         Webhook: components["schemas"]["WebhookFields"] & {
@@ -1652,6 +1765,59 @@ export interface components {
              * @enum {string}
              */
             status: "active" | "scheduled" | "expired" | "inactive";
+        };
+        UpdateCoupon: components["schemas"]["CouponFields"] & {
+            /** @description Only this profile may redeem the coupon (at most 1000 characters and 2000 bytes of UTF-8); empty for anyone. */
+            recipientIntegrationId?: string;
+        };
+        NewCouponsAsync: components["schemas"]["CouponFields"] & components["schemas"]["CouponGeneration"] & {
+            /** @description Up to 5,000,000, with or without uniquePrefix. */
+            numberOfCoupons: number;
+        };
+        /** @description (ext) An asynchronous coupon creation. */
+        CouponCreationJob: {
+            /** @description The batch of the coupons (their `batchId` */
+            batchId: string;
+            applicationId: number;
+            campaignId: number;
+            /**
+             * @description `failed` keeps the coupons created so far (DELETE .../coupons?batchId= removes them).
+             * @enum {string}
+             */
+            state: "pending" | "running" | "done" | "failed";
+            numberOfCoupons: number;
+            /** @description Coupons of the batch created so far. */
+            createdCoupons: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            updated: string;
+            /** Format: date-time */
+            finishedAt?: string;
+            error?: string;
+        };
+        /** @enum {string} */
+        NotificationType: "CampaignNotification" | "CampaignEvaluationTreeChanged" | "CouponCreated" | "CouponUpdated" | "CouponDeleted" | "AsyncCouponsCreated" | "CouponsUpdated" | "CouponsDeleted" | "StrikethroughPrice" | "LoyaltyPointsAdded" | "LoyaltyPointsDeducted" | "LoyaltyPointsExpiring" | "TierUpgrade" | "TierDowngrade";
+        NotificationWebhookFields: {
+            /** @description An absolute http or https URL. */
+            url?: string;
+            /** @description Header lines such as "Authorization: Bearer x", sent with every notification. Users who may not change the Application see each value as [redacted]. */
+            headers?: string[];
+            notificationTypes?: components["schemas"]["NotificationType"][];
+            /** @description Default true; a disabled webhook receives nothing (what is queued for it is dropped). */
+            enabled?: boolean;
+        };
+        NewNotificationWebhook: components["schemas"]["NotificationWebhookFields"] & {
+            /** @description Key of the `X-Signature: sha256=<hex HMAC-SHA256 of the body>` header of every notification; never shown. On update an absent secret is kept and an empty one removes it. */
+            secret?: string;
+        };
+        NotificationWebhook: components["schemas"]["NotificationWebhookFields"] & {
+            id: number;
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            modified: string;
+            applicationId: number;
         };
     };
     responses: {
@@ -4086,6 +4252,269 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Account"];
                 };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateCoupon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                /** @description The coupon's `id` (digits). */
+                couponId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateCoupon"];
+            };
+        };
+        responses: {
+            /** @description The coupon */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Coupon"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteCoupon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                /** @description The coupon's `id` (digits). */
+                couponId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    createCouponsAsync: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewCouponsAsync"];
+            };
+        };
+        responses: {
+            /** @description The job, queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CouponCreationJob"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getCouponCreationJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                campaignId: components["parameters"]["campaignId"];
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CouponCreationJob"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getNotificationWebhooks: {
+        parameters: {
+            query?: {
+                pageSize?: components["parameters"]["pageSize"];
+                skip?: components["parameters"]["skip"];
+                /** @description A field name; prefix `-` for descending. */
+                sort?: components["parameters"]["sort"];
+            };
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Notification webhooks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        totalResultSize: number;
+                        data: components["schemas"]["NotificationWebhook"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    createNotificationWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewNotificationWebhook"];
+            };
+        };
+        responses: {
+            /** @description The notification webhook */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationWebhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getNotificationWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                notificationWebhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The notification webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationWebhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    updateNotificationWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                notificationWebhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewNotificationWebhook"];
+            };
+        };
+        responses: {
+            /** @description The notification webhook */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationWebhook"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    deleteNotificationWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                applicationId: components["parameters"]["applicationId"];
+                notificationWebhookId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];

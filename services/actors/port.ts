@@ -22,6 +22,8 @@ export interface UpdateSessionCall {
   now?: string | undefined;
   idempotencyKey?: string | undefined;
   version?: ApiVersion;
+  /** The access log `uuid` of the request (webhook logs name it as integrationRequestUuid). */
+  requestUuid?: string | undefined;
 }
 
 export interface GetSessionCall {
@@ -53,6 +55,8 @@ export interface UpdateProfileCall {
   dry: boolean;
   idempotencyKey?: string | undefined;
   version?: ApiVersion;
+  /** The access log `uuid` of the request (webhook logs name it as integrationRequestUuid). */
+  requestUuid?: string | undefined;
 }
 
 export interface TrackEventCall {
@@ -63,6 +67,8 @@ export interface TrackEventCall {
   dry: boolean;
   idempotencyKey?: string | undefined;
   version?: ApiVersion;
+  /** The access log `uuid` of the request (webhook logs name it as integrationRequestUuid). */
+  requestUuid?: string | undefined;
 }
 
 export interface DeleteCustomerDataCall {

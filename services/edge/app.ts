@@ -57,6 +57,8 @@ export interface RouteInput {
   app?: AppRef;
   principal?: Principal;
   bearerToken?: string;
+  /** The request's id: its access log entry's `uuid`, and what its webhook calls name as integrationRequestUuid. */
+  requestUuid: string;
 }
 
 export interface RouteOutput {
@@ -111,7 +113,7 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; han
     /** One call of the operation, whichever way it came in; answers it in every case. */
     const serve = async (req: IncomingMessage, res: ServerResponse, params: Record<string, string>, query: Record<string, unknown>, body: Buffer | undefined): Promise<void> => {
       const started = process.hrtime.bigint();
-      const input: RouteInput = { params, query, body: undefined, headers: req.headers };
+      const input: RouteInput = { params, query, body: undefined, headers: req.headers, requestUuid: randomUUID() };
       const time = logged ? options.management.clock.now() : undefined;
       let responsePayload: string | undefined;
       res.on('finish', () => {
@@ -125,7 +127,7 @@ export function createEdgeApp(options: EdgeOptions): { app: express.Express; han
         const url = req.url ?? '';
         const q = url.indexOf('?');
         accessLog!.write({
-          uuid: randomUUID(),
+          uuid: input.requestUuid,
           accountId,
           applicationId: Number.isSafeInteger(applicationId) ? applicationId : undefined,
           time: time!,

@@ -31,7 +31,7 @@ export function v1SessionToV2(body: Record<string, unknown>): JsonObject {
 
 export function customerHandlers(port: IntegrationPort): Record<string, RouteHandler> {
   return {
-    updateCustomerProfileV2: async ({ app, params, query, body, headers }) => {
+    updateCustomerProfileV2: async ({ app, params, query, body, headers, requestUuid }) => {
       const r = await port.invoke('updateProfile', {
         app: app as AppRef,
         integrationId: params.integrationId,
@@ -40,6 +40,7 @@ export function customerHandlers(port: IntegrationPort): Record<string, RouteHan
         dry: query.dry === true,
         idempotencyKey: idempotencyKeyOf(headers),
         version: 'v2',
+        requestUuid,
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
@@ -64,7 +65,7 @@ export function customerHandlers(port: IntegrationPort): Record<string, RouteHan
       });
       return { status: 200, body: { customerProfiles: profiles } };
     },
-    trackEventV2: async ({ app, query, body, headers }) => {
+    trackEventV2: async ({ app, query, body, headers, requestUuid }) => {
       const profileId = typeof body.profileId === 'string' ? body.profileId : '';
       if (profileId === '' && body.sessionId === undefined) throw badRequest('An anonymous event needs a sessionId', '/sessionId');
       const r = await port.invoke('trackEvent', {
@@ -74,10 +75,11 @@ export function customerHandlers(port: IntegrationPort): Record<string, RouteHan
         dry: query.dry === true,
         idempotencyKey: idempotencyKeyOf(headers),
         version: 'v2',
+        requestUuid,
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
-    updateCustomerProfileV1: async ({ app, params, body }) => {
+    updateCustomerProfileV1: async ({ app, params, body, requestUuid }) => {
       const r = await port.invoke('updateProfile', {
         app: app as AppRef,
         integrationId: params.integrationId,
@@ -86,26 +88,29 @@ export function customerHandlers(port: IntegrationPort): Record<string, RouteHan
         runRuleEngine: true,
         dry: false,
         version: 'v1',
+        requestUuid,
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
-    updateCustomerSessionV1: async ({ app, params, query, body }) => {
+    updateCustomerSessionV1: async ({ app, params, query, body, requestUuid }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,
         customerSessionId: params.customerSessionId,
         request: { customerSession: v1SessionToV2(body ?? {}), responseContent: ['customerSession', 'customerProfile', 'event'] },
         dry: query.dry === true,
         version: 'v1',
+        requestUuid,
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },
-    trackEventV1: async ({ app, body }) => {
+    trackEventV1: async ({ app, body, requestUuid }) => {
       const r = await port.invoke('trackEvent', {
         app: app as AppRef,
         profileId: typeof body.profileId === 'string' ? body.profileId : '',
         request: { sessionId: body.sessionId, profileId: body.profileId ?? '', type: body.type, attributes: body.attributes },
         dry: false,
         version: 'v1',
+        requestUuid,
       });
       return { status: 201, body: r.value, headers: served(r.servedBy) };
     },

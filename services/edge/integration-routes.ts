@@ -114,7 +114,7 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
       const r = await port.invoke('updateAudienceMembersAttributes', { app: app as AppRef, audienceId: params.audienceId, request: body ?? {}, callId: randomUUID(), idempotencyKey: idempotencyKeyOf(headers) });
       return { status: 204, headers: served(r.servedBy) };
     },
-    updateCustomerSessionV2: async ({ app, params, query, body, headers }) => {
+    updateCustomerSessionV2: async ({ app, params, query, body, headers, requestUuid }) => {
       const r = await port.invoke('updateSession', {
         app: app as AppRef,
         customerSessionId: params.customerSessionId,
@@ -122,6 +122,7 @@ export function integrationHandlers(port: IntegrationPort): Record<string, Route
         dry: query.dry === true,
         now: query.now,
         idempotencyKey: idempotencyKeyOf(headers),
+        requestUuid,
       });
       return { status: 200, body: r.value, headers: served(r.servedBy) };
     },

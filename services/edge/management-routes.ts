@@ -137,6 +137,29 @@ export function managementHandlers(ctx: m.ManagementContext): Record<string, Rou
       ok(await m.listApplicationSessions(ctx, who(principal), params.applicationId, query)),
     getApplicationSession: async ({ principal, params }) =>
       ok(await m.getApplicationSession(ctx, who(principal), params.applicationId, params.sessionId)),
+    // ---- handlers L: notification producers (issue 7; keep this marker) ----
+    updateCoupon: async ({ principal, params, body }) =>
+      ok(await m.updateCoupon(ctx, who(principal), params.applicationId, params.campaignId, params.couponId, body)),
+    deleteCoupon: async ({ principal, params }) => {
+      await m.deleteCoupon(ctx, who(principal), params.applicationId, params.campaignId, params.couponId);
+      return noContent();
+    },
+    createCouponsAsync: async ({ principal, params, body }) => ({
+      status: 202,
+      body: await m.createCouponsAsync(ctx, who(principal), params.applicationId, params.campaignId, body),
+    }),
+    getCouponCreationJob: async ({ principal, params }) =>
+      ok(await m.getCouponCreationJob(ctx, who(principal), params.applicationId, params.campaignId, params.batchId)),
+    createNotificationWebhook: async ({ principal, params, body }) => created(await m.createNotificationWebhook(ctx, who(principal), params.applicationId, body)),
+    getNotificationWebhooks: async ({ principal, params, query }) => ok(await m.listNotificationWebhooks(ctx, who(principal), params.applicationId, query)),
+    getNotificationWebhook: async ({ principal, params }) =>
+      ok(await m.getNotificationWebhook(ctx, who(principal), params.applicationId, params.notificationWebhookId)),
+    updateNotificationWebhook: async ({ principal, params, body }) =>
+      ok(await m.updateNotificationWebhook(ctx, who(principal), params.applicationId, params.notificationWebhookId, body)),
+    deleteNotificationWebhook: async ({ principal, params }) => {
+      await m.deleteNotificationWebhook(ctx, who(principal), params.applicationId, params.notificationWebhookId);
+      return noContent();
+    },
     // ---- handlers E: access logs and webhook logs (issue 5; keep this marker) ----
     getAccessLogs: async ({ principal, params, query }) =>
       ok(await m.listApplicationAccessLogs(ctx, who(principal), params.applicationId, query as m.AccessLogQuery)),

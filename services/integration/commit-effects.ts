@@ -5,10 +5,26 @@
 import type { Effect } from '../engine/index.js';
 import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
-import { addDuration, couponView, grantPoints, lockLedger, payDebts, referralView, settleLedger, spendPoints, type LedgerKey, type Queryable } from '../store/index.js';
+import {
+  addDuration,
+  couponNotificationPages,
+  couponView,
+  enqueueNotifications,
+  enqueueOutbound,
+  grantPoints,
+  lockLedger,
+  payDebts,
+  referralView,
+  settleLedger,
+  spendPoints,
+  type LedgerKey,
+  type Queryable,
+} from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
+import { webhookEffects, webhookRequests } from './webhooks.js';
+import type { WebhookDefinition } from './snapshot.js';
 
 /**
  * A counter ran out between evaluation and commit (another session took the last use of a coupon
@@ -56,17 +72,25 @@ const AMOUNT_LIMIT_ACTIONS: ReadonlySet<string> = new Set(['setDiscount', 'addLo
 export interface EffectsCommit {
   app: ApplicationSettings;
   campaigns: readonly CampaignSnapshot[];
+  /** The Application's webhooks (triggerWebhook effects call them). */
+  webhooks: ReadonlyMap<number, WebhookDefinition>;
+  /** The notification types the Application's notification webhooks subscribe to (the snapshot's). */
+  notificationTypes: ReadonlySet<string>;
   sessionId: string;
   profileId: string;
   effects: readonly Effect[];
   loaded: LoadedFacts;
   now: Date;
+  /** The Integration API request that makes the effects final (webhook logs name it). */
+  requestUuid?: string | undefined;
 }
 
 export interface EffectsCommitResult {
   counters: CounterEntry[];
   createdCoupons: Array<Record<string, unknown>>;
   createdReferrals: Array<Record<string, unknown>>;
+  /** Outbound requests (webhook calls, notifications) written to the outbox: the caller wakes the dispatcher after its commit. */
+  outbound: number;
   /** The loyalty transactions written: the ledger entries of the commit's event. */
   ledgerEntries: LedgerWrite[];
 }
@@ -201,6 +225,7 @@ export function statisticsOnly(c: EffectsCommit): { stats: CampaignStatsDelta[];
   const more = plan.redemptions.length + plan.limits.length + Object.keys(plan.profileAttributes).length + plan.creations.length + plan.audiences.length + plan.loyalty.length;
   if (more > 0 || plan.referral) return undefined;
   if (c.profileId !== '' && c.effects.some((e) => e.effectType === 'increaseAchievementProgress')) return undefined;
+  if (webhookEffects(c.effects).some((e) => c.webhooks.get(Number(e.props.webhookId))?.enabled)) return undefined;
   return { stats: plan.stats, counters: plan.stats.map((s) => ({ t: 'stats', ...s })) };
 }
 
@@ -335,10 +360,19 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
     }
   }
 
+  // Webhooks the rules triggered: their requests, rendered as of now, go out once this commits.
+  const outbound = await webhookRequests(tx, c, webhookEffects(c.effects));
+  await enqueueOutbound(tx, outbound, c.now);
+  let notifications = 0;
+  if (createdCoupons.length > 0 && c.notificationTypes.has('CouponCreated')) {
+    const pages = couponNotificationPages({ notificationType: 'CouponCreated', typeOfChange: 'rule_engine', employeeName: '' }, createdCoupons);
+    notifications = await enqueueNotifications(tx, { accountId: c.app.accountId, applicationId: c.app.id, notificationType: 'CouponCreated', bodies: pages }, c.now);
+  }
+
   // Campaign statistics.
   for (const entry of plan.stats) counters.push({ t: 'stats', ...entry });
   await appendStats(tx, plan.stats, c.now);
-  return { counters, createdCoupons, createdReferrals, ledgerEntries };
+  return { counters, createdCoupons, createdReferrals, ledgerEntries, outbound: outbound.length + notifications };
 }
 
 /** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */

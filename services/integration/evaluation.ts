@@ -20,6 +20,8 @@ export interface IntegrationServiceOptions {
   /** Prefix of built-in event names (default `service_`). */
   eventPrefix?: string;
   logger?: Logger;
+  /** Called after a commit wrote outbound requests (webhook calls), so that they leave at once. */
+  outboundWritten?: () => void;
 }
 
 /** The parts every Integration use case works with, made once from its options. */
@@ -31,6 +33,8 @@ export abstract class IntegrationService {
   /** Prefix of built-in event names. */
   readonly prefix: string;
   protected readonly logger: Logger;
+  /** Tells the node's dispatcher that a commit wrote outbound requests. */
+  protected readonly outboundWritten: () => void;
 
   constructor(options: IntegrationServiceOptions) {
     this.db = options.db;
@@ -39,6 +43,7 @@ export abstract class IntegrationService {
     this.clock = options.clock ?? systemClock;
     this.prefix = options.eventPrefix ?? 'service_';
     this.logger = options.logger ?? silentLogger;
+    this.outboundWritten = options.outboundWritten ?? (() => {});
   }
 
   /** The Idempotency-Key scope of a write, when the caller sent a key. */
@@ -103,6 +108,8 @@ export class CampaignEvaluation {
     // Codes and ids the engine makes are drawn from the seed.
     const loaded = await loadFacts(this.db, snapshot.application, campaigns, s, req.now, uuid());
     if (req.own) discountOwn(loaded, req.own);
+    // The webhooks a triggerWebhook effect may name (by id, with the name it shows).
+    if (snapshot.webhooks.size > 0) loaded.facts.webhooks = Object.fromEntries([...snapshot.webhooks].map(([id, w]) => [String(id), { name: w.title }]));
     if (campaigns.length === 0 && s.couponCodes.length === 0 && !s.referralCode) return { ...EMPTY, snapshot, loaded };
     const a = snapshot.application;
     const result = await this.evaluator.evaluate({

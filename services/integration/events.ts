@@ -109,16 +109,21 @@ export class EventService extends IntegrationService {
       try {
         // Rows are locked in the order of a session close (counters, then profile, then session),
         // so that an event and a close of the same customer cannot deadlock.
+        let outbound = 0;
         const state = await this.db.transaction(async (tx) => {
           const made = await commitEffects(tx, {
             app: outcome.snapshot.application,
             campaigns: outcome.snapshot.campaigns,
+            webhooks: outcome.snapshot.webhooks,
+            notificationTypes: outcome.snapshot.notificationTypes,
             sessionId,
             profileId,
             effects: outcome.effects,
             loaded: outcome.loaded,
             now,
+            requestUuid: call.requestUuid,
           });
+          outbound = made.outbound;
           let profileAfter: ProfileRecord | undefined;
           if (profileId !== '') {
             // A missing profile is created; an existing one is active now.
@@ -145,6 +150,7 @@ export class EventService extends IntegrationService {
           if (scope) await remember(tx, scope, out, this.clock);
           return out;
         });
+        if (outbound > 0) this.outboundWritten();
         return shape(state);
       } catch (e) {
         if (!(e instanceof CommitRaceError) || attempt >= MAX_COMMIT_ATTEMPTS) throw e;

@@ -154,16 +154,21 @@ export class ProfileService extends IntegrationService {
       const { now, nowIso, outcome, newEvent } = await this.evaluateProfileEvent(call, attributes, { onlyCampaignIds: evaluable });
       try {
         // Counters before the profile row, as a session close locks them: no deadlock between the two.
-        return await this.db.transaction(async (tx: Queryable) => {
+        let outbound = 0;
+        const committed = await this.db.transaction(async (tx: Queryable) => {
           const made = await commitEffects(tx, {
             app: outcome.snapshot.application,
             campaigns: outcome.snapshot.campaigns,
+            webhooks: outcome.snapshot.webhooks,
+            notificationTypes: outcome.snapshot.notificationTypes,
             sessionId: '',
             profileId: integrationId,
             effects: outcome.effects,
             loaded: outcome.loaded,
             now,
+            requestUuid: call.requestUuid,
           });
+          outbound = made.outbound;
           const { profile } = await this.upsertWithAudiences(tx, call, attributes, nowIso);
           const [event] = await withLedgerEntries(tx, [await insertEvent(tx, newEvent)], newEvent.type, made.ledgerEntries);
           const state = integrationState(responseContent, {
@@ -177,6 +182,8 @@ export class ProfileService extends IntegrationService {
           if (scope) await remember(tx, scope, state, this.clock);
           return state;
         });
+        if (outbound > 0) this.outboundWritten();
+        return committed;
       } catch (e) {
         if (!(e instanceof CommitRaceError) || attempt >= MAX_COMMIT_ATTEMPTS) throw e;
         this.logger.debug('profile commit raced, evaluating again', { profile: integrationId, attempt, reason: e.message });

@@ -76,7 +76,7 @@ export class SessionService extends IntegrationService {
           call.app,
           call.customerSessionId,
           cached,
-          (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope),
+          (stored) => this.updateOnce(call.app, call.customerSessionId, stored, payload, responseContent, now, scope, call.requestUuid),
           { assumeNew: true },
         ),
       replayedOutcome,
@@ -279,6 +279,7 @@ export class SessionService extends IntegrationService {
     responseContent: Set<string>,
     now: Date,
     scope: IdempotencyScope | undefined,
+    requestUuid: string | undefined,
   ): Promise<SessionUpdateOutcome> {
     const nowIso = now.toISOString();
     const base = stored ?? emptySession(app.applicationId, sessionId, nowIso);
@@ -322,21 +323,26 @@ export class SessionService extends IntegrationService {
         ? {
             app: snapshot.application,
             campaigns: snapshot.campaigns,
+            webhooks: snapshot.webhooks,
+            notificationTypes: snapshot.notificationTypes,
             sessionId: session.integrationId,
             profileId: session.profileId,
             effects: result.effects,
             loaded: outcome.loaded,
             now,
+            requestUuid,
           }
         : undefined;
     // A close whose effects change only campaign statistics is one statement (the session commit
     // carries them) and needs no transaction; anything counted against a limit needs one.
     const statsOnly = effectsCommit && !scope ? statisticsOnly(effectsCommit) : undefined;
+    let outbound = 0;
     const write = async (t: Queryable | undefined) => {
       let extras: Extras = {};
       let ledgerEntries: LedgerWrite[] = [];
       if (effectsCommit) {
         const made = statsOnly ?? (await commitEffects(t!, effectsCommit));
+        if ('outbound' in made) outbound = made.outbound;
         session.committedEffects = result.effects;
         session.committedCounters = made.counters;
         session.attributes = { ...session.attributes, ...attributeUpdates(result.effects, 'Session') };
@@ -367,6 +373,7 @@ export class SessionService extends IntegrationService {
       return { state, committed: committed.session };
     };
     const done = await ((effectsCommit && !statsOnly) || scope ? this.db.transaction(write) : write(undefined));
+    if (outbound > 0) this.outboundWritten();
     // Cart prices are price records of Applications that price from catalogs (best prior price
     // and strikethrough pricing are about catalog items); others record none.
     if (payload.cartItems !== undefined && snapshotBefore.hasCatalogs) await recordCartPrices(this.db, app.accountId, app.applicationId, session, nowIso);

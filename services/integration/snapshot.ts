@@ -40,12 +40,31 @@ export interface CampaignSnapshot extends CampaignInput {
   readsFirstSession: boolean;
 }
 
+/** A rule-triggered webhook attached to the Application, as its rules may call it. */
+export interface WebhookDefinition {
+  id: number;
+  title: string;
+  verb: string;
+  url: string;
+  headers: string[];
+  payload: string;
+  params: Array<{ title: string; type: string }>;
+  enabled: boolean;
+}
+
 export interface AppSnapshot {
   application: ApplicationSettings;
+  /** The webhooks attached to the Application, by id. */
+  webhooks: Map<number, WebhookDefinition>;
   /** Every campaign that has an active ruleset and is not archived, in list order. */
   campaigns: CampaignSnapshot[];
   /** Whether a catalog is subscribed by the Application (sessions look up cart SKUs only then). */
   hasCatalogs: boolean;
+  /**
+   * The notification types that the Application's enabled notification webhooks subscribe to: a
+   * commit builds a notification only for these (none, the usual case, costs nothing).
+   */
+  notificationTypes: ReadonlySet<string>;
   loadedAt: number;
 }
 
@@ -103,6 +122,12 @@ export class SnapshotCache {
       `SELECT a.id AS app_id, a.account_id, a.name AS app_name, a.currency, a.timezone, a.case_sensitivity,
               a.attributes AS app_attributes, a.campaign_priority, a.exclusive_campaigns_strategy,
               EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.application_id = a.id) AS has_catalogs,
+              (SELECT coalesce(json_agg(json_build_object('id', w.id, 'title', w.title, 'verb', w.verb, 'url', w.url, 'headers', w.headers,
+                                                          'payload', w.payload, 'params', w.params, 'enabled', w.enabled)), '[]'::json)
+                 FROM webhooks w JOIN webhook_applications wa ON wa.webhook_id = w.id WHERE wa.application_id = a.id) AS webhooks,
+              (SELECT coalesce(json_agg(DISTINCT t.type), '[]'::json)
+                 FROM notification_webhooks nw CROSS JOIN LATERAL jsonb_array_elements_text(nw.notification_types) AS t(type)
+                WHERE nw.application_id = a.id AND nw.enabled) AS notification_types,
               c.id, c.name, c.description, c.tags, c.attributes, c.state, c.start_time, c.end_time, c.features,
               c.limits, c.coupon_settings, c.referral_settings, c.reevaluate_on_return,
               r.id AS ruleset_id, r.rules, r.bindings
@@ -150,7 +175,15 @@ export class SnapshotCache {
         readsFirstSession: readsFirstSession({ rules: r.rules, bindings: r.bindings } as RulesetSpec),
       });
     }
-    return { application, campaigns, hasCatalogs: first.has_catalogs === true, loadedAt: Date.now() };
+    const webhooks = new Map((first.webhooks as WebhookDefinition[]).map((w) => [Number(w.id), { ...w, id: Number(w.id) }]));
+    return {
+      application,
+      webhooks,
+      campaigns,
+      hasCatalogs: first.has_catalogs === true,
+      notificationTypes: new Set(first.notification_types as string[]),
+      loadedAt: Date.now(),
+    };
   }
 }
 

@@ -1,7 +1,20 @@
 import { badRequest, notFound, randomToken } from '../shared/index.js';
 import { loyaltyProgramsOfApplication, loyaltyProgramsOfApplications, programForViewer } from './loyalty.js';
 import type { Queryable } from '../store/index.js';
-import { compact, iso, isAdmin, listPage, requireAdmin, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { advanceEvaluationTree, lockEvaluationTree, notifyEvaluationTreeChanged } from './campaign-notifications.js';
+import {
+  compact,
+  iso,
+  isAdmin,
+  listPage,
+  outboundWritten,
+  requireAdmin,
+  requireApplication,
+  userName,
+  type ListQuery,
+  type ManagementContext,
+  type Principal,
+} from './context.js';
 
 export interface ApplicationBody {
   name: string;
@@ -127,32 +140,42 @@ export async function getApplication(ctx: ManagementContext, principal: Principa
 export async function updateApplication(ctx: ManagementContext, principal: Principal, applicationId: number, body: ApplicationBody) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
   checkBody(body);
-  const [row] = await ctx.db.query(
-    `UPDATE applications SET name = $2, description = COALESCE($3, description), timezone = $4, currency = $5,
-       case_sensitivity = COALESCE($6, case_sensitivity), attributes = COALESCE($7::jsonb, attributes),
-       limits = COALESCE($8::jsonb, limits), campaign_priority = COALESCE($9, campaign_priority),
-       exclusive_campaigns_strategy = COALESCE($10, exclusive_campaigns_strategy),
-       attributes_settings = COALESCE($11::jsonb, attributes_settings), sandbox = COALESCE($12, sandbox), modified = $13
-     WHERE id = $1 RETURNING *`,
-    [
-      applicationId,
-      body.name,
-      body.description ?? null,
-      body.timezone,
-      body.currency,
-      body.caseSensitivity ?? null,
-      body.attributes ? JSON.stringify(body.attributes) : null,
-      body.limits ? JSON.stringify(body.limits) : null,
-      body.campaignPriority ?? null,
-      body.exclusiveCampaignsStrategy ?? null,
-      body.attributesSettings ? JSON.stringify(attributesSettingsView(body.attributesSettings)) : null,
-      body.sandbox ?? null,
-      ctx.clock.now().toISOString(),
-    ],
-  );
-  // Deleted by a racing request since it was checked.
-  if (!row) throw notFound('Application', '/applicationId');
+  // The priority is the evaluation mode of the Application's campaign evaluation tree.
+  const treeChanges = body.campaignPriority !== undefined || body.exclusiveCampaignsStrategy !== undefined;
+  const by = treeChanges ? await userName(ctx.db, principal) : '';
+  const at = ctx.clock.now();
+  const { row, sent } = await ctx.db.transaction(async (tx) => {
+    const tree = treeChanges ? await lockEvaluationTree(tx, applicationId, at) : undefined;
+    const [row] = await tx.query(
+      `UPDATE applications SET name = $2, description = COALESCE($3, description), timezone = $4, currency = $5,
+         case_sensitivity = COALESCE($6, case_sensitivity), attributes = COALESCE($7::jsonb, attributes),
+         limits = COALESCE($8::jsonb, limits), campaign_priority = COALESCE($9, campaign_priority),
+         exclusive_campaigns_strategy = COALESCE($10, exclusive_campaigns_strategy),
+         attributes_settings = COALESCE($11::jsonb, attributes_settings), sandbox = COALESCE($12, sandbox), modified = $13
+       WHERE id = $1 RETURNING *`,
+      [
+        applicationId,
+        body.name,
+        body.description ?? null,
+        body.timezone,
+        body.currency,
+        body.caseSensitivity ?? null,
+        body.attributes ? JSON.stringify(body.attributes) : null,
+        body.limits ? JSON.stringify(body.limits) : null,
+        body.campaignPriority ?? null,
+        body.exclusiveCampaignsStrategy ?? null,
+        body.attributesSettings ? JSON.stringify(attributesSettingsView(body.attributesSettings)) : null,
+        body.sandbox ?? null,
+        at.toISOString(),
+      ],
+    );
+    // Deleted by a racing request since it was checked.
+    if (!row) throw notFound('Application', '/applicationId');
+    const change = tree ? await advanceEvaluationTree(tx, tree, by, at) : undefined;
+    return { row, sent: await notifyEvaluationTreeChanged(tx, { accountId: principal.accountId, applicationId }, change, at) };
+  });
   ctx.events.publish({ kind: 'application', applicationId });
+  outboundWritten(ctx, sent);
   return viewWithPrograms(ctx.db, principal, row);
 }
 

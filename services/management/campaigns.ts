@@ -1,6 +1,16 @@
 import { AppError, badRequest, notFound } from '../shared/index.js';
 import { foldCampaignStats, type Queryable } from '../store/index.js';
-import { compact, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import {
+  advanceEvaluationTree,
+  evaluationPosition,
+  lockEvaluationTree,
+  notifyCampaign,
+  notifyEvaluationTreeChanged,
+  type CampaignEvent,
+  type EvaluationTree,
+} from './campaign-notifications.js';
+import { compact, iso, listPage, outboundWritten, requireApplication, userName, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { rulesetView } from './rulesets.js';
 
 export interface CampaignBody {
   name: string;
@@ -71,9 +81,11 @@ function checkMandatory(app: Record<string, unknown>, attributes: Record<string,
   }
 }
 
-async function userName(ctx: ManagementContext, principal: Principal): Promise<string> {
-  const [u] = await ctx.db.query<{ name: string; email: string }>(`SELECT name, email FROM users WHERE id = $1`, [principal.userId]);
-  return u ? u.name || u.email : '';
+/** The campaign's active ruleset as notifications show it (null for a draft). */
+export async function activeRuleset(db: Queryable, campaign: Record<string, unknown>): Promise<Record<string, unknown> | null> {
+  if (campaign.active_ruleset_id == null) return null;
+  const [row] = await db.query(`SELECT * FROM rulesets WHERE id = $1`, [campaign.active_ruleset_id]);
+  return row ? rulesetView(row, row.id as number) : null;
 }
 
 async function checkRulesetOfCampaign(ctx: ManagementContext, campaignId: number, rulesetId: number): Promise<void> {
@@ -86,35 +98,50 @@ export async function createCampaign(ctx: ManagementContext, principal: Principa
   checkWindow(body);
   checkMandatory(app, body.attributes);
   if (body.activeRulesetId !== undefined) throw badRequest('A new campaign has no ruleset yet; create one with activate=true', '/activeRulesetId');
-  const by = await userName(ctx, principal);
-  const now = ctx.clock.now().toISOString();
-  const [row] = await ctx.db.query(
-    `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
-       coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated, reevaluate_on_return)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15, $15, $16, $16, $17)
-     RETURNING *`,
-    [
-      applicationId,
-      principal.userId,
-      body.name,
-      body.description ?? '',
-      body.startTime ?? null,
-      body.endTime ?? null,
-      JSON.stringify(body.attributes ?? {}),
-      body.state ?? 'enabled',
-      JSON.stringify(body.tags ?? []),
-      JSON.stringify(body.features ?? []),
-      body.couponSettings ? JSON.stringify(body.couponSettings) : null,
-      body.referralSettings ? JSON.stringify(body.referralSettings) : null,
-      JSON.stringify(body.limits ?? []),
-      body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
-      by,
-      now,
-      body.reevaluateOnReturn ?? false,
-    ],
-  );
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const now = at.toISOString();
+  const notified = { accountId: principal.accountId, applicationId };
+  const { row, sent } = await ctx.db.transaction(async (tx) => {
+    const tree = await lockEvaluationTree(tx, applicationId, at);
+    const [row] = await tx.query(
+      `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
+         coupon_settings, referral_settings, limits, campaign_groups, created_by, updated_by, created, updated, reevaluate_on_return)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10::jsonb, $11::jsonb, $12::jsonb, $13::jsonb, $14::jsonb, $15, $15, $16, $16, $17)
+       RETURNING *`,
+      [
+        applicationId,
+        principal.userId,
+        body.name,
+        body.description ?? '',
+        body.startTime ?? null,
+        body.endTime ?? null,
+        JSON.stringify(body.attributes ?? {}),
+        body.state ?? 'enabled',
+        JSON.stringify(body.tags ?? []),
+        JSON.stringify(body.features ?? []),
+        body.couponSettings ? JSON.stringify(body.couponSettings) : null,
+        body.referralSettings ? JSON.stringify(body.referralSettings) : null,
+        JSON.stringify(body.limits ?? []),
+        body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
+        by,
+        now,
+        body.reevaluateOnReturn ?? false,
+      ],
+    );
+    const change = await advanceEvaluationTree(tx, tree, by, at);
+    const event: CampaignEvent = {
+      Event: 'campaign_created',
+      campaign: campaignView(row!),
+      ruleset: null,
+      evaluationPosition: evaluationPosition(change?.tree ?? tree, row!.id as number),
+    };
+    const sent = (await notifyCampaign(tx, notified, row!.id as number, [event], at)) + (await notifyEvaluationTreeChanged(tx, notified, change, at));
+    return { row: row!, sent };
+  });
   ctx.events.publish({ kind: 'campaigns', applicationId });
-  return campaignView(row!);
+  outboundWritten(ctx, sent);
+  return campaignView(row);
 }
 
 export const campaignListStates = ['draft', 'scheduled', 'running', 'expired', 'disabled', 'archived'] as const;
@@ -226,40 +253,60 @@ export async function updateCampaign(ctx: ManagementContext, principal: Principa
   const endTime = 'endTime' in body ? (body.endTime ?? null) : (iso(current.end_time) ?? null);
   checkWindow({ startTime, endTime });
   if (body.activeRulesetId !== undefined) await checkRulesetOfCampaign(ctx, campaignId, body.activeRulesetId);
-  const [row] = await ctx.db.query(
-    `UPDATE campaigns SET name = $3, description = COALESCE($4, description), start_time = $5, end_time = $6,
-       attributes = COALESCE($7::jsonb, attributes), state = COALESCE($8, state), tags = COALESCE($9::jsonb, tags),
-       features = COALESCE($10::jsonb, features), coupon_settings = COALESCE($11::jsonb, coupon_settings),
-       referral_settings = COALESCE($12::jsonb, referral_settings), limits = COALESCE($13::jsonb, limits),
-       active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16,
-       reevaluate_on_return = COALESCE($17, reevaluate_on_return),
-       campaign_groups = CASE WHEN $18::boolean THEN $19::jsonb ELSE campaign_groups END
-     WHERE id = $1 AND application_id = $2 RETURNING *`,
-    [
-      campaignId,
-      applicationId,
-      body.name,
-      body.description ?? null,
-      startTime,
-      endTime,
-      body.attributes ? JSON.stringify(body.attributes) : null,
-      body.state ?? null,
-      body.tags ? JSON.stringify(body.tags) : null,
-      body.features ? JSON.stringify(body.features) : null,
-      body.couponSettings ? JSON.stringify(body.couponSettings) : null,
-      body.referralSettings ? JSON.stringify(body.referralSettings) : null,
-      body.limits ? JSON.stringify(body.limits) : null,
-      body.activeRulesetId ?? null,
-      await userName(ctx, principal),
-      ctx.clock.now().toISOString(),
-      body.reevaluateOnReturn ?? null,
-      'campaignGroups' in body,
-      body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
-    ],
-  );
-  // Deleted by a racing request since it was read.
-  if (!row) throw notFound('Campaign', '/campaignId');
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const notified = { accountId: principal.accountId, applicationId };
+  const { row, sent } = await ctx.db.transaction(async (tx) => {
+    // Only a state may move the campaign in or out of the tree (archived); the tree is locked
+    // before the campaign, as every change of the tree does.
+    const tree = body.state !== undefined ? await lockEvaluationTree(tx, applicationId, at) : undefined;
+    const [old] = await tx.query(`SELECT * FROM campaigns WHERE id = $1 AND application_id = $2 FOR UPDATE`, [campaignId, applicationId]);
+    // Deleted by a racing request since it was read.
+    if (!old) throw notFound('Campaign', '/campaignId');
+    const [row] = await tx.query(
+      `UPDATE campaigns SET name = $3, description = COALESCE($4, description), start_time = $5, end_time = $6,
+         attributes = COALESCE($7::jsonb, attributes), state = COALESCE($8, state), tags = COALESCE($9::jsonb, tags),
+         features = COALESCE($10::jsonb, features), coupon_settings = COALESCE($11::jsonb, coupon_settings),
+         referral_settings = COALESCE($12::jsonb, referral_settings), limits = COALESCE($13::jsonb, limits),
+         active_ruleset_id = COALESCE($14, active_ruleset_id), updated_by = $15, updated = $16,
+         reevaluate_on_return = COALESCE($17, reevaluate_on_return),
+         campaign_groups = CASE WHEN $18::boolean THEN $19::jsonb ELSE campaign_groups END
+       WHERE id = $1 AND application_id = $2 RETURNING *`,
+      [
+        campaignId,
+        applicationId,
+        body.name,
+        body.description ?? null,
+        startTime,
+        endTime,
+        body.attributes ? JSON.stringify(body.attributes) : null,
+        body.state ?? null,
+        body.tags ? JSON.stringify(body.tags) : null,
+        body.features ? JSON.stringify(body.features) : null,
+        body.couponSettings ? JSON.stringify(body.couponSettings) : null,
+        body.referralSettings ? JSON.stringify(body.referralSettings) : null,
+        body.limits ? JSON.stringify(body.limits) : null,
+        body.activeRulesetId ?? null,
+        by,
+        at.toISOString(),
+        body.reevaluateOnReturn ?? null,
+        'campaignGroups' in body,
+        body.campaignGroups ? JSON.stringify(body.campaignGroups) : null,
+      ],
+    );
+    const campaign = campaignView(row!);
+    const ruleset = await activeRuleset(tx, row!);
+    const events: CampaignEvent[] = [{ Event: 'campaign_edited', campaign, oldCampaign: campaignView(old), ruleset }];
+    if (old.state !== row!.state) events.push({ Event: 'campaign_state_changed', campaign, ruleset, oldState: old.state as string, newState: row!.state as string });
+    if (old.active_ruleset_id !== row!.active_ruleset_id) {
+      events.push({ Event: 'campaign_ruleset_changed', campaign, oldRuleset: await activeRuleset(tx, old), ruleset });
+    }
+    let sent = await notifyCampaign(tx, notified, campaignId, events, at);
+    if (tree) sent += await notifyEvaluationTreeChanged(tx, notified, await advanceEvaluationTree(tx, tree, by, at), at);
+    return { row: row!, sent };
+  });
   ctx.events.publish({ kind: 'campaigns', applicationId });
+  outboundWritten(ctx, sent);
   return campaignView(row);
 }
 
@@ -306,16 +353,20 @@ export async function copyCampaignToApplications(
   const [ruleset] = source.active_ruleset_id
     ? await ctx.db.query(`SELECT * FROM rulesets WHERE id = $1 AND campaign_id = $2`, [source.active_ruleset_id, campaignId])
     : [];
-  const by = await userName(ctx, principal);
-  const now = ctx.clock.now().toISOString();
-  const copies = await ctx.db.transaction(async (tx) => {
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const now = at.toISOString();
+  const { copies, sent } = await ctx.db.transaction(async (tx) => {
     // A target deleted since it was checked would otherwise surface as a foreign-key error.
     const held = await tx.query(`SELECT id FROM applications WHERE id = ANY($1::int[]) FOR KEY SHARE`, [body.applicationIds]);
     if (held.length !== body.applicationIds.length) {
       const gone = body.applicationIds.findIndex((id) => !held.some((h) => h.id === id));
       throw notFound('Application', `/applicationIds/${gone}`);
     }
-    const out: Record<string, unknown>[] = [];
+    // Trees in the order of their Applications, so that two copies into the same ones cannot deadlock.
+    const trees = new Map<number, EvaluationTree>();
+    for (const target of [...new Set(body.applicationIds)].sort((a, b) => a - b)) trees.set(target, await lockEvaluationTree(tx, target, at));
+    const out: Array<{ target: number; row: Record<string, unknown> }> = [];
     for (const target of body.applicationIds) {
       const [copy] = await tx.query(
         `INSERT INTO campaigns (application_id, user_id, name, description, start_time, end_time, attributes, state, tags, features,
@@ -337,20 +388,46 @@ export async function copyCampaignToApplications(
         );
         row = (await tx.query(`UPDATE campaigns SET active_ruleset_id = $2 WHERE id = $1 RETURNING *`, [row.id, rs!.id]))[0]!;
       }
-      out.push(row);
+      out.push({ target, row });
     }
-    return out;
+    let sent = 0;
+    for (const [target, tree] of trees) {
+      const notified = { accountId: principal.accountId, applicationId: target };
+      const change = await advanceEvaluationTree(tx, tree, by, at);
+      for (const { row } of out.filter((o) => o.target === target)) {
+        const id = row.id as number;
+        const event: CampaignEvent = {
+          Event: 'campaign_created',
+          campaign: campaignView(row),
+          ruleset: await activeRuleset(tx, row),
+          evaluationPosition: evaluationPosition(change?.tree ?? tree, id),
+        };
+        sent += await notifyCampaign(tx, notified, id, [event], at);
+      }
+      sent += await notifyEvaluationTreeChanged(tx, notified, change, at);
+    }
+    return { copies: out.map((o) => o.row), sent };
   });
   for (const target of new Set(body.applicationIds)) ctx.events.publish({ kind: 'campaigns', applicationId: target });
+  outboundWritten(ctx, sent);
   return { totalResultSize: copies.length, data: copies.map(campaignView) };
 }
 
 export async function deleteCampaign(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number): Promise<void> {
   await requireApplication(ctx.db, principal, applicationId, 'write');
+  const by = await userName(ctx.db, principal);
+  const notified = { accountId: principal.accountId, applicationId };
   // In a transaction, which is run again after a deadlock: the cascade to rulesets, coupons and
   // referrals takes their locks in the opposite order to writers that change those first and the
   // campaign row then (a ruleset deleted or activated while its campaign is deleted).
-  const rows = await ctx.db.transaction((tx) => tx.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING id`, [campaignId, applicationId]));
-  if (rows.length === 0) throw notFound('Campaign', '/campaignId');
+  const sent = await ctx.db.transaction(async (tx) => {
+    const at = ctx.clock.now();
+    const tree = await lockEvaluationTree(tx, applicationId, at);
+    const [row] = await tx.query(`DELETE FROM campaigns WHERE id = $1 AND application_id = $2 RETURNING *`, [campaignId, applicationId]);
+    if (!row) throw notFound('Campaign', '/campaignId');
+    const event: CampaignEvent = { Event: 'campaign_deleted', campaign: campaignView(row), deletedAt: at.toISOString() };
+    return (await notifyCampaign(tx, notified, campaignId, [event], at)) + (await notifyEvaluationTreeChanged(tx, notified, await advanceEvaluationTree(tx, tree, by, at), at));
+  });
   ctx.events.publish({ kind: 'campaigns', applicationId });
+  outboundWritten(ctx, sent);
 }

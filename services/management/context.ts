@@ -11,6 +11,24 @@ export interface ManagementContext {
   tokenTtlMs: number;
   /** Mail of the user use cases; without it mails are still queued, only picked up at the next poll. */
   mail?: MailSettings;
+  /**
+   * Outbound requests (notifications): `wake` tells the node's outbox dispatcher that a use case
+   * wrote some, so that they leave at once; without it they leave at the next poll.
+   */
+  outbound?: { wake?: () => void };
+  /** Asynchronous coupon creation: `wake` tells the node's job runner that a job was queued. */
+  couponJobs?: { wake?: () => void };
+}
+
+/** After a commit that wrote `written` outbound requests: the local dispatcher sends them now. */
+export function outboundWritten(ctx: ManagementContext, written: number): void {
+  if (written > 0) ctx.outbound?.wake?.();
+}
+
+/** The caller's name as changes show it (`createdBy`, a notification's `EmployeeName`): the user's name, else the e-mail. */
+export async function userName(db: Queryable, principal: Principal): Promise<string> {
+  const [u] = await db.query<{ name: string; email: string }>(`SELECT name, email FROM users WHERE id = $1`, [principal.userId]);
+  return u ? u.name || u.email : '';
 }
 
 export interface MailSettings {

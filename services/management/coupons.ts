@@ -4,10 +4,18 @@
 // created here is redeemable at once.
 import { randomBytes } from 'node:crypto';
 import { badRequest, notFound, randomToken } from '../shared/index.js';
-import { couponView, normalizeCode, type Queryable } from '../store/index.js';
+import {
+  couponNotificationPages,
+  couponView,
+  enqueueCouponBatchCreated,
+  enqueueNotifications,
+  normalizeCode,
+  type CouponNotificationMeta,
+  type Queryable,
+} from '../store/index.js';
 import { requireCampaign } from './campaigns.js';
 import { Conditions, FOLDED, foldCode, usability, validity, type Validity } from './code-filters.js';
-import { listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { listPage, outboundWritten, requireApplication, userName, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface NewCouponsBody {
   usageLimit: number;
@@ -19,20 +27,27 @@ export interface NewCouponsBody {
   numberOfCoupons: number;
   uniquePrefix?: string;
   attributes?: Record<string, unknown>;
-  recipientIntegrationId?: string;  reservationLimit?: number;
+  recipientIntegrationId?: string;
+  reservationLimit?: number;
   isReservationMandatory?: boolean;
   implicitlyReserved?: boolean;
 }
 
-export interface CouponBatchUpdate {
-  batchID: string;
+/** What an update of coupons may change (absent: unchanged). */
+export interface CouponUpdate {
   usageLimit?: number;
   discountLimit?: number;
   startDate?: string;
   expiryDate?: string;
-  attributes?: Record<string, unknown>;  reservationLimit?: number;
+  attributes?: Record<string, unknown>;
+  reservationLimit?: number;
   isReservationMandatory?: boolean;
   implicitlyReserved?: boolean;
+  recipientIntegrationId?: string;
+}
+
+export interface CouponBatchUpdate extends Omit<CouponUpdate, 'recipientIntegrationId'> {
+  batchID: string;
 }
 
 export interface CouponFilters {
@@ -103,56 +118,64 @@ function checkDates(startDate: string | undefined, expiryDate: string | null | u
   }
 }
 
+/** The codes a creation body describes, normalized under the Application's caseSensitivity. */
+function codeSpaceOf(app: Record<string, unknown>, body: NewCouponsBody): CodeSpace {
+  const settings = { caseSensitivity: String(app.case_sensitivity ?? 'sensitive') };
+  // Under an insensitive setting `a` and `A` are one character: the space counts it once.
+  const chars = [...new Set(body.validCharacters.map((c) => normalizeCode(settings, c)))];
+  return new CodeSpace(normalizeCode(settings, body.uniquePrefix ?? ''), body.couponPattern, chars, (c) => normalizeCode(settings, c));
+}
+
+const expiryOf = (body: { expiryDate?: string }): string | null => (body.expiryDate === undefined || noTime(body.expiryDate) ? null : body.expiryDate);
+
 /**
- * POST .../campaigns/{campaignId}/coupons: one batch of `numberOfCoupons` new codes, all or none
- * (one transaction). Codes are drawn in JS from crypto randomness without repeating within the
- * request, inserted set-based with ON CONFLICT DO NOTHING, and only the codes already taken in
- * the Application are drawn again. The campaign must be the Application's; it need not list the
- * `coupons` feature: the spec does not make that a condition, and sessions accept the coupons of
- * any campaign that is not disabled or archived.
+ * Checks a creation body against the Application before anything is written: the count (at most
+ * `maxWithoutPrefix` without `uniquePrefix`), the pattern (long enough, with room for the count),
+ * the dates and the mandatory attributes.
  */
-export async function createCoupons(
-  ctx: ManagementContext,
-  principal: Principal,
-  applicationId: number,
-  campaignId: number,
-  body: NewCouponsBody,
-  silent: boolean,
-): Promise<{ totalResultSize: number; data: Array<Record<string, unknown>> } | undefined> {
-  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
-  await requireCampaign(ctx, applicationId, campaignId);
+export function checkNewCoupons(app: Record<string, unknown>, body: NewCouponsBody, maxWithoutPrefix: number): void {
   const prefix = body.uniquePrefix ?? '';
   const n = body.numberOfCoupons;
-  if (prefix === '' && n > MAX_COUPONS) {
-    throw badRequest(`At most ${MAX_COUPONS} coupons per request without \`uniquePrefix\` (${MAX_COUPONS_WITH_PREFIX} with it)`, '/numberOfCoupons');
+  if (prefix === '' && n > maxWithoutPrefix) {
+    throw badRequest(`At most ${maxWithoutPrefix} coupons per request without \`uniquePrefix\` (${MAX_COUPONS_WITH_PREFIX} with it)`, '/numberOfCoupons');
   }
   if (prefix.length + body.couponPattern.length < MIN_CODE_LENGTH) {
     throw badRequest(`A coupon code has at least ${MIN_CODE_LENGTH} characters: make \`couponPattern\` (with \`uniquePrefix\`) longer`, '/couponPattern');
   }
-  const settings = { caseSensitivity: String(app.case_sensitivity ?? 'sensitive') };
-  // Under an insensitive setting `a` and `A` are one character: the space counts it once.
-  const chars = [...new Set(body.validCharacters.map((c) => normalizeCode(settings, c)))];
-  const codes = new CodeSpace(normalizeCode(settings, prefix), body.couponPattern, chars, (c) => normalizeCode(settings, c));
-  if (codes.size < n) {
-    throw badRequest(`The pattern allows ${codes.size} distinct codes, fewer than the ${n} asked for`, '/couponPattern');
-  }
-  const expiryDate = body.expiryDate === undefined || noTime(body.expiryDate) ? null : body.expiryDate;
-  checkDates(body.startDate, expiryDate);
+  const size = codeSpaceOf(app, body).size;
+  if (size < n) throw badRequest(`The pattern allows ${size} distinct codes, fewer than the ${n} asked for`, '/couponPattern');
+  checkDates(body.startDate, expiryOf(body));
   checkMandatory(app, body.attributes);
+}
 
-  const batchId = randomToken(9);
-  const now = ctx.clock.now().toISOString();
+/** Where new codes go: the batch and the creation time that all of its coupons share. */
+export interface CouponBatchTarget {
+  applicationId: number;
+  campaignId: number;
+  batchId: string;
+  created: string;
+}
+
+/**
+ * Inserts `count` new coupons of a checked creation body into a batch, in the caller's
+ * transaction. Codes are drawn in JS from crypto randomness without repeating within the call,
+ * inserted set-based with ON CONFLICT DO NOTHING, and only the codes already taken in the
+ * Application are drawn again. Synchronous creation calls it once; an asynchronous job once per
+ * chunk (a new draw each time: codes of earlier chunks are taken codes like any other).
+ */
+export async function insertCoupons(tx: Queryable, app: Record<string, unknown>, body: NewCouponsBody, target: CouponBatchTarget, count: number): Promise<void> {
+  const codes = codeSpaceOf(app, body);
   const fixed = [
-    applicationId,
-    campaignId,
+    target.applicationId,
+    target.campaignId,
     body.usageLimit,
     String(body.discountLimit ?? 0),
     body.startDate ?? null,
-    expiryDate,
+    expiryOf(body),
     JSON.stringify(body.attributes ?? {}),
     body.recipientIntegrationId ?? '',
-    batchId,
-    now,
+    target.batchId,
+    target.created,
     body.reservationLimit ?? 0,
     body.isReservationMandatory ?? false,
     body.implicitlyReserved ?? false,
@@ -164,30 +187,60 @@ export async function createCoupons(
         FROM jsonb_array_elements_text($14::jsonb) AS v
       ON CONFLICT (application_id, value) DO NOTHING RETURNING 1)
     SELECT count(*)::int AS n FROM ins`;
-
-  return ctx.db.transaction(async (tx) => {
-    // Creations in one Application take turns: two batches racing over the same codes could
-    // otherwise wait on each other's uncommitted rows in opposite orders (a deadlock). The unique
-    // index alone already keeps codes unique.
-    await tx.query(`SELECT pg_advisory_xact_lock($1, $2)`, [CODES_LOCK, applicationId]);
-    let missing = n;
-    while (missing > 0) {
-      const fresh = codes.draw(missing);
-      if (fresh.length === 0) {
-        throw badRequest(`The pattern has no free codes left for ${missing} more coupons in this Application`, '/couponPattern');
-      }
-      for (let i = 0; i < fresh.length; i += INSERT_CHUNK) {
-        const [row] = await tx.query<{ n: number }>(insert, [...fixed, JSON.stringify(fresh.slice(i, i + INSERT_CHUNK))]);
-        missing -= row!.n;
-      }
+  // Creations in one Application take turns: two batches racing over the same codes could
+  // otherwise wait on each other's uncommitted rows in opposite orders (a deadlock). The unique
+  // index alone already keeps codes unique.
+  await tx.query(`SELECT pg_advisory_xact_lock($1, $2)`, [CODES_LOCK, target.applicationId]);
+  let missing = count;
+  while (missing > 0) {
+    const fresh = codes.draw(missing);
+    if (fresh.length === 0) {
+      throw badRequest(`The pattern has no free codes left for ${missing} more coupons in this Application`, '/couponPattern');
     }
-    if (silent) return undefined;
+    for (let i = 0; i < fresh.length; i += INSERT_CHUNK) {
+      const [row] = await tx.query<{ n: number }>(insert, [...fixed, JSON.stringify(fresh.slice(i, i + INSERT_CHUNK))]);
+      missing -= row!.n;
+    }
+  }
+}
+
+/**
+ * POST .../campaigns/{campaignId}/coupons: one batch of `numberOfCoupons` new codes, all or none
+ * (one transaction), with its CouponCreated notifications (pages of 1000) written in the same
+ * transaction. The campaign must be the Application's; it need not list the `coupons` feature:
+ * the spec does not make that a condition, and sessions accept the coupons of any campaign that
+ * is not disabled or archived.
+ */
+export async function createCoupons(
+  ctx: ManagementContext,
+  principal: Principal,
+  applicationId: number,
+  campaignId: number,
+  body: NewCouponsBody,
+  silent: boolean,
+): Promise<{ totalResultSize: number; data: Array<Record<string, unknown>> } | undefined> {
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  checkNewCoupons(app, body, MAX_COUPONS);
+  const by = await userName(ctx.db, principal);
+  const batchId = randomToken(9);
+  const at = ctx.clock.now();
+  const { out, sent } = await ctx.db.transaction(async (tx) => {
+    await insertCoupons(tx, app, body, { applicationId, campaignId, batchId, created: at.toISOString() }, body.numberOfCoupons);
+    const sent = await enqueueCouponBatchCreated(
+      tx,
+      { accountId: principal.accountId, applicationId, campaignId, batchId, typeOfChange: 'management_api', employeeName: by },
+      at,
+    );
+    if (silent) return { out: undefined, sent };
     const rows = await tx.query(`SELECT * FROM coupons WHERE application_id = $1 AND batch_id = $2 ORDER BY id LIMIT ${RESPONSE_COUPONS}`, [
       applicationId,
       batchId,
     ]);
-    return { totalResultSize: -1, data: rows.map(couponView) };
+    return { out: { totalResultSize: -1, data: rows.map(couponView) }, sent };
   });
+  outboundWritten(ctx, sent);
+  return out;
 }
 
 /**
@@ -398,13 +451,75 @@ export async function deleteCoupons(ctx: ManagementContext, principal: Principal
   }
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
-  const w = couponConditions(applicationId, campaignId, filters, ctx.clock.now().toISOString());
-  const [row] = await ctx.db.query<{ n: number }>(
-    `WITH del AS (DELETE FROM coupons WHERE application_id = $1 AND campaign_id = $2${w.sql} RETURNING 1) SELECT count(*)::int AS n FROM del`,
-    w.params,
-  );
-  return row!.n;
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const w = couponConditions(applicationId, campaignId, filters, at.toISOString());
+  const { n, sent } = await ctx.db.transaction(async (tx) => {
+    const [row] = await tx.query<{ n: number }>(
+      `WITH del AS (DELETE FROM coupons WHERE application_id = $1 AND campaign_id = $2${w.sql} RETURNING 1) SELECT count(*)::int AS n FROM del`,
+      w.params,
+    );
+    const n = row!.n;
+    // Spec: TotalResultSize is at least 1; a delete that matched nothing changed nothing.
+    if (n === 0) return { n, sent: 0 };
+    const body = { ...changeOf('CouponsDeleted', by), BatchID: filters.batchId ?? '', ApplicationID: applicationId, CampaignID: campaignId, TotalResultSize: n };
+    return { n, sent: await notify(tx, principal, applicationId, campaignId, 'CouponsDeleted', [body], at) };
+  });
+  outboundWritten(ctx, sent);
+  return n;
 }
+
+/** The fields every coupon notification of the Management API starts with. */
+const changeOf = (type: string, employeeName: string) => ({ NotificationType: type, Operation: type, TypeOfChange: 'management_api', EmployeeName: employeeName });
+
+function notify(tx: Queryable, principal: Principal, applicationId: number, campaignId: number, type: string, bodies: unknown[], at: Date): Promise<number> {
+  return enqueueNotifications(tx, { accountId: principal.accountId, applicationId, campaignId, notificationType: type, bodies }, at);
+}
+
+/**
+ * UPDATE of coupons of the campaign, those whose `keyColumn` is `key`, with what `body` changes;
+ * each updated row returns `bad` (its dates would end before they start) and `returning`.
+ */
+function updateCouponsSql(keyColumn: 'batch_id' | 'id', body: CouponUpdate, expiry: string | null | undefined, returning: string) {
+  return {
+    sql: `UPDATE coupons SET
+         usage_limit = COALESCE($4, usage_limit),
+         discount_limit = COALESCE($5::numeric, discount_limit),
+         start_date = COALESCE($6::timestamptz, start_date),
+         expiry_date = CASE WHEN $7::boolean THEN $8::timestamptz ELSE expiry_date END,
+         attributes = COALESCE($9::jsonb, attributes),
+         reservation_limit = COALESCE($10, reservation_limit),
+         is_reservation_mandatory = COALESCE($11, is_reservation_mandatory),
+         implicitly_reserved = COALESCE($12, implicitly_reserved),
+         recipient_integration_id = COALESCE($13, recipient_integration_id)
+       WHERE application_id = $1 AND campaign_id = $2 AND ${keyColumn === 'id' ? 'id = $3::bigint' : 'batch_id = $3'}
+       RETURNING (start_date IS NOT NULL AND expiry_date IS NOT NULL AND expiry_date <= start_date) AS bad${returning}`,
+    params: [
+      body.usageLimit ?? null,
+      body.discountLimit === undefined ? null : String(body.discountLimit),
+      body.startDate ?? null,
+      expiry !== undefined,
+      expiry ?? null,
+      body.attributes ? JSON.stringify(body.attributes) : null,
+      body.reservationLimit ?? null,
+      body.isReservationMandatory ?? null,
+      body.implicitlyReserved ?? null,
+      body.recipientIntegrationId ?? null,
+    ],
+  };
+}
+
+/** The dates an update would store, checked as far as the body goes; undefined expiry: unchanged, null: never expires. */
+function checkUpdate(app: Record<string, unknown>, body: CouponUpdate): string | null | undefined {
+  const expiry = body.expiryDate === undefined ? undefined : noTime(body.expiryDate) ? null : body.expiryDate;
+  checkDates(body.startDate, expiry);
+  // New attributes replace the old ones whole: they must hold the mandatory ones too.
+  if (body.attributes) checkMandatory(app, body.attributes);
+  return expiry;
+}
+
+const badDates = (body: CouponUpdate, what: string) =>
+  badRequest(`\`expiryDate\` must be after \`startDate\` for ${what}`, body.expiryDate !== undefined ? '/expiryDate' : '/startDate');
 
 /** PUT .../coupons: changes every coupon of one batch of the campaign; an unknown batch is a 404. */
 export async function updateCouponBatch(
@@ -416,43 +531,64 @@ export async function updateCouponBatch(
 ): Promise<Record<string, never>> {
   const app = await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
-  const expiry = body.expiryDate === undefined ? undefined : noTime(body.expiryDate) ? null : body.expiryDate;
-  checkDates(body.startDate, expiry);
-  // New attributes replace the old ones whole: they must hold the mandatory ones too.
-  if (body.attributes) checkMandatory(app, body.attributes);
-  await ctx.db.transaction(async (tx: Queryable) => {
-    const rows = await tx.query<{ bad: boolean }>(
-      `UPDATE coupons SET
-         usage_limit = COALESCE($4, usage_limit),
-         discount_limit = COALESCE($5::numeric, discount_limit),
-         start_date = COALESCE($6::timestamptz, start_date),
-         expiry_date = CASE WHEN $7::boolean THEN $8::timestamptz ELSE expiry_date END,
-         attributes = COALESCE($9::jsonb, attributes),
-         reservation_limit = COALESCE($10, reservation_limit),
-         is_reservation_mandatory = COALESCE($11, is_reservation_mandatory),
-         implicitly_reserved = COALESCE($12, implicitly_reserved)
-       WHERE application_id = $1 AND campaign_id = $2 AND batch_id = $3
-       RETURNING (start_date IS NOT NULL AND expiry_date IS NOT NULL AND expiry_date <= start_date) AS bad`,
-      [
-        applicationId,
-        campaignId,
-        body.batchID,
-        body.usageLimit ?? null,
-        body.discountLimit === undefined ? null : String(body.discountLimit),
-        body.startDate ?? null,
-        expiry !== undefined,
-        expiry ?? null,
-        body.attributes ? JSON.stringify(body.attributes) : null,
-        body.reservationLimit ?? null,
-        body.isReservationMandatory ?? null,
-        body.implicitlyReserved ?? null,
-      ],
-    );
+  const expiry = checkUpdate(app, body);
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const sent = await ctx.db.transaction(async (tx: Queryable) => {
+    const update = updateCouponsSql('batch_id', body, expiry, '');
+    const rows = await tx.query<{ bad: boolean }>(update.sql, [applicationId, campaignId, body.batchID, ...update.params]);
     if (rows.length === 0) throw notFound('Coupon batch', '/batchID');
     // Checked against the stored dates too: a new start after a coupon's expiry (or the reverse) is refused as a whole.
-    if (rows.some((r) => r.bad)) {
-      throw badRequest('`expiryDate` must be after `startDate` for every coupon of the batch', body.expiryDate !== undefined ? '/expiryDate' : '/startDate');
-    }
+    if (rows.some((r) => r.bad)) throw badDates(body, 'every coupon of the batch');
+    const notification = { ...changeOf('CouponsUpdated', by), BatchID: body.batchID, ApplicationID: applicationId, CampaignID: campaignId };
+    return notify(tx, principal, applicationId, campaignId, 'CouponsUpdated', [notification], at);
   });
+  outboundWritten(ctx, sent);
   return {};
+}
+
+/** One coupon of the campaign by its id (a path string of digits; anything else names no coupon). */
+function couponKey(couponId: string): string {
+  if (!/^[0-9]{1,18}$/.test(couponId)) throw notFound('Coupon', '/couponId');
+  return couponId;
+}
+
+/** A CouponUpdated or CouponDeleted notification of one coupon. */
+function notifyOne(tx: Queryable, principal: Principal, applicationId: number, campaignId: number, type: 'CouponUpdated' | 'CouponDeleted', by: string, coupon: Record<string, unknown>, at: Date) {
+  const meta: CouponNotificationMeta = { notificationType: type, typeOfChange: 'management_api', employeeName: by };
+  return notify(tx, principal, applicationId, campaignId, type, couponNotificationPages(meta, [couponView(coupon)]), at);
+}
+
+/** PUT .../coupons/{couponId}: changes one coupon of the campaign (absent fields stay). */
+export async function updateCoupon(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, couponId: string, body: CouponUpdate) {
+  const app = await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  const key = couponKey(couponId);
+  const expiry = checkUpdate(app, body);
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const { row, sent } = await ctx.db.transaction(async (tx) => {
+    const update = updateCouponsSql('id', body, expiry, ', *');
+    const [row] = await tx.query<Record<string, unknown> & { bad: boolean }>(update.sql, [applicationId, campaignId, key, ...update.params]);
+    if (!row) throw notFound('Coupon', '/couponId');
+    if (row.bad) throw badDates(body, 'the coupon');
+    return { row, sent: await notifyOne(tx, principal, applicationId, campaignId, 'CouponUpdated', by, row, at) };
+  });
+  outboundWritten(ctx, sent);
+  return couponView(row);
+}
+
+/** DELETE .../coupons/{couponId}: deletes one coupon of the campaign. */
+export async function deleteCoupon(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, couponId: string): Promise<void> {
+  await requireApplication(ctx.db, principal, applicationId, 'write');
+  await requireCampaign(ctx, applicationId, campaignId);
+  const key = couponKey(couponId);
+  const by = await userName(ctx.db, principal);
+  const at = ctx.clock.now();
+  const sent = await ctx.db.transaction(async (tx) => {
+    const [row] = await tx.query(`DELETE FROM coupons WHERE application_id = $1 AND campaign_id = $2 AND id = $3::bigint RETURNING *`, [applicationId, campaignId, key]);
+    if (!row) throw notFound('Coupon', '/couponId');
+    return notifyOne(tx, principal, applicationId, campaignId, 'CouponDeleted', by, row, at);
+  });
+  outboundWritten(ctx, sent);
 }

@@ -1,9 +1,10 @@
 // Management API use cases: log in and tokens, Applications, campaigns, rulesets (compile-checked
-// by the engine), Integration API keys, coupons and referrals, loyalty programs and ledgers,
-// custom attributes, webhooks, the sessions view, access and webhook logs (with the batched access
-// log writer), users, invites, password recovery and their mail outbox, and the account; with the
-// account and role checks of every call. Each function takes the caller (Principal) and validated
-// input, and returns the JSON to send.
+// by the engine), Integration API keys, coupons (with their asynchronous creation jobs) and
+// referrals, loyalty programs and ledgers, custom attributes, webhooks and notification webhooks,
+// the sessions view, access and webhook logs (with the batched access log writer), users, invites,
+// password recovery and their mail outbox, and the account; with the account and role checks of
+// every call. Each function takes the caller (Principal) and validated input, and returns the JSON
+// to send; changes write their notifications to the outbox in their own transaction.
 export * from './context.js';
 export * from './auth.js';
 export * from './api-keys.js';
@@ -32,5 +33,6 @@ export * from './access-log-writer.js';
 // ---- exports F: users, invites, password recovery, accounts (issue 5; keep this marker) ----
 export * from './users.js';
 export * from './accounts.js';
-export * from './mail.js';
-export * from './smtp.js';
+// ---- exports L: notification producers (issue 7; keep this marker) ----
+export * from './notification-webhooks.js';
+export { CouponJobRunner, createCouponsAsync, getCouponCreationJob, MAX_ASYNC_COUPONS, type CouponJobRunnerOptions } from './coupon-jobs.js';

@@ -1,14 +1,16 @@
 import { checkRuleset, type RulesetSpec } from '../engine/index.js';
 import { AppError, notFound } from '../shared/index.js';
-import { requireCampaign } from './campaigns.js';
-import { compact, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import type { Queryable } from '../store/index.js';
+import { notifyCampaign } from './campaign-notifications.js';
+import { campaignView, requireCampaign } from './campaigns.js';
+import { compact, iso, listPage, outboundWritten, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 export interface RulesetBody extends RulesetSpec {
   rbVersion?: string;
   activate?: boolean;
 }
 
-function rulesetView(r: Record<string, unknown>, activeRulesetId: number | null): Record<string, unknown> {
+export function rulesetView(r: Record<string, unknown>, activeRulesetId: number | null): Record<string, unknown> {
   return compact({
     id: r.id as number,
     created: iso(r.created),
@@ -38,23 +40,65 @@ function requireCompiles(body: RulesetBody): void {
   }
 }
 
+/**
+ * campaign_ruleset_changed: the campaign's active ruleset became `ruleset` (null: none) from
+ * `oldRuleset`, in the caller's transaction after the campaign row was written. Returns the
+ * requests written.
+ */
+async function notifyRulesetChanged(
+  tx: Queryable,
+  principal: Principal,
+  applicationId: number,
+  campaignId: number,
+  oldRuleset: Record<string, unknown> | null,
+  ruleset: Record<string, unknown> | null,
+  now: Date,
+): Promise<number> {
+  const [campaign] = await tx.query(`SELECT * FROM campaigns WHERE id = $1`, [campaignId]);
+  const view = (r: Record<string, unknown> | null) => (r ? rulesetView(r, r.id as number) : null);
+  return notifyCampaign(
+    tx,
+    { accountId: principal.accountId, applicationId },
+    campaignId,
+    [{ Event: 'campaign_ruleset_changed', campaign: campaignView(campaign!), oldRuleset: view(oldRuleset), ruleset: view(ruleset) }],
+    now,
+  );
+}
+
+/** The campaign's active ruleset row, the campaign row locked (a racing activation waits). */
+async function lockActiveRuleset(tx: Queryable, applicationId: number, campaignId: number): Promise<{ activeId: number | null; active: Record<string, unknown> | null }> {
+  const [campaign] = await tx.query<{ active_ruleset_id: number | null }>(
+    `SELECT active_ruleset_id FROM campaigns WHERE id = $1 AND application_id = $2 FOR UPDATE`,
+    [campaignId, applicationId],
+  );
+  if (!campaign) throw notFound('Campaign', '/campaignId');
+  const activeId = campaign.active_ruleset_id;
+  const [active] = activeId === null ? [] : await tx.query(`SELECT * FROM rulesets WHERE id = $1`, [activeId]);
+  return { activeId, active: active ?? null };
+}
+
 export async function createRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, body: RulesetBody) {
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   requireCompiles(body);
-  const now = ctx.clock.now().toISOString();
-  const result = await ctx.db.transaction(async (tx) => {
+  const at = ctx.clock.now();
+  const now = at.toISOString();
+  const { result, sent } = await ctx.db.transaction(async (tx) => {
+    const before = body.activate ? await lockActiveRuleset(tx, applicationId, campaignId) : undefined;
     const [row] = await tx.query(
       `INSERT INTO rulesets (campaign_id, user_id, rules, bindings, rb_version, activated_at, created)
        VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7) RETURNING *`,
       [campaignId, principal.userId, JSON.stringify(body.rules), JSON.stringify(body.bindings), body.rbVersion ?? 'v2', body.activate ? now : null, now],
     );
-    if (body.activate) {
+    let sent = 0;
+    if (before) {
       await tx.query(`UPDATE campaigns SET active_ruleset_id = $2, updated = $3 WHERE id = $1`, [campaignId, row!.id, now]);
+      sent = await notifyRulesetChanged(tx, principal, applicationId, campaignId, before.active, row!, at);
     }
-    return row!;
+    return { result: row!, sent };
   });
   if (body.activate) ctx.events.publish({ kind: 'campaigns', applicationId });
+  outboundWritten(ctx, sent);
   return rulesetView(result, body.activate ? (result.id as number) : null);
 }
 
@@ -100,13 +144,10 @@ export async function updateRuleset(
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
   requireCompiles(body);
-  const now = ctx.clock.now().toISOString();
-  const { row, active } = await ctx.db.transaction(async (tx) => {
-    const [campaign] = await tx.query<{ active_ruleset_id: number | null }>(
-      `SELECT active_ruleset_id FROM campaigns WHERE id = $1 AND application_id = $2 FOR UPDATE`,
-      [campaignId, applicationId],
-    );
-    if (!campaign) throw notFound('Campaign', '/campaignId');
+  const at = ctx.clock.now();
+  const now = at.toISOString();
+  const { row, active, sent } = await ctx.db.transaction(async (tx) => {
+    const before = await lockActiveRuleset(tx, applicationId, campaignId);
     const [updated] = await tx.query(
       `UPDATE rulesets SET rules = $3::jsonb, bindings = $4::jsonb, rb_version = COALESCE($5, rb_version),
          activated_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE activated_at END
@@ -114,13 +155,17 @@ export async function updateRuleset(
       [rulesetId, campaignId, JSON.stringify(body.rules), JSON.stringify(body.bindings), body.rbVersion ?? null, body.activate === true, now],
     );
     if (!updated) throw notFound('Ruleset', '/rulesetId');
-    let activeId = campaign.active_ruleset_id;
+    let activeId = before.activeId;
     if (body.activate === true) activeId = rulesetId;
     else if (body.activate === false && activeId === rulesetId) activeId = null;
     await tx.query(`UPDATE campaigns SET active_ruleset_id = $2, updated = $3 WHERE id = $1`, [campaignId, activeId, now]);
-    return { row: updated, active: activeId };
+    // The rules the campaign runs changed: another ruleset became active, none is, or the active one was rewritten.
+    const changed = activeId !== before.activeId || activeId === rulesetId;
+    const sent = changed ? await notifyRulesetChanged(tx, principal, applicationId, campaignId, before.active, activeId === null ? null : updated, at) : 0;
+    return { row: updated, active: activeId, sent };
   });
   ctx.events.publish({ kind: 'campaigns', applicationId });
+  outboundWritten(ctx, sent);
   return rulesetView(row, active);
 }
 
@@ -128,11 +173,15 @@ export async function updateRuleset(
 export async function deleteRuleset(ctx: ManagementContext, principal: Principal, applicationId: number, campaignId: number, rulesetId: number): Promise<void> {
   await requireApplication(ctx.db, principal, applicationId, 'write');
   await requireCampaign(ctx, applicationId, campaignId);
-  const now = ctx.clock.now().toISOString();
-  await ctx.db.transaction(async (tx) => {
+  const at = ctx.clock.now();
+  const sent = await ctx.db.transaction(async (tx) => {
+    const before = await lockActiveRuleset(tx, applicationId, campaignId);
     const rows = await tx.query(`DELETE FROM rulesets WHERE id = $1 AND campaign_id = $2 RETURNING id`, [rulesetId, campaignId]);
     if (rows.length === 0) throw notFound('Ruleset', '/rulesetId');
-    await tx.query(`UPDATE campaigns SET active_ruleset_id = NULL, updated = $2 WHERE id = $1 AND active_ruleset_id = $3`, [campaignId, now, rulesetId]);
+    if (before.activeId !== rulesetId) return 0;
+    await tx.query(`UPDATE campaigns SET active_ruleset_id = NULL, updated = $2 WHERE id = $1`, [campaignId, at.toISOString()]);
+    return notifyRulesetChanged(tx, principal, applicationId, campaignId, before.active, null, at);
   });
   ctx.events.publish({ kind: 'campaigns', applicationId });
+  outboundWritten(ctx, sent);
 }

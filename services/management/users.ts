@@ -5,7 +5,7 @@
 // transaction as the change. A password hash never leaves this module; an invite token is shown
 // once, to the admin who created it, and otherwise only travels in the invite mail.
 import { AppError, badRequest, notFound, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import { queueMail, type Queryable } from '../store/index.js';
 import { countPasswordAttempt, forgivePasswordAttempt, issueToken } from './auth.js';
 import {
   compact,
@@ -18,7 +18,6 @@ import {
   type Policy,
   type Principal,
 } from './context.js';
-import { queueMail } from './mail.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 
 const DAY_MS = 24 * 3600 * 1000;

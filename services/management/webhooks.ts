@@ -2,7 +2,7 @@
 // calls. A webhook belongs to the account and is attached to some of its Applications; a user sees
 // the webhooks of the Applications its policy names and changes one only with write access to
 // every Application it is (or will be) attached to. Delivery is not here (see services/notify).
-import { AppError, badRequest, notFound } from '../shared/index.js';
+import { AppError, badRequest, notFound, parseTemplate, TemplateError, type TemplatePart } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireApplication, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
@@ -22,6 +22,8 @@ export interface WebhookBody {
   params?: WebhookParam[];
   payload?: string;
   enabled?: boolean;
+  /** (ext) HMAC key of X-Signature; write-only. */
+  secret?: string;
 }
 
 export interface WebhookListQuery extends ListQuery {
@@ -83,37 +85,24 @@ const select = `w.*,
                    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(rule -> 'effects') = 'array' THEN rule -> 'effects' ELSE '[]'::jsonb END) e
                    WHERE jsonb_typeof(e) = 'array' AND e ->> 0 = 'triggerWebhook' AND e ->> 1 = w.id::text)) AS used_at`;
 
-/** Names a template may use: `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}`, `${$<param>}`. */
-const reference = /^\$(?:(?:Profile|Campaign)\.Attributes\.[A-Za-z][A-Za-z0-9_]*|([A-Za-z_][A-Za-z0-9_]*))$/;
-
 /**
- * Checks the `${...}` references of a template against the allowed forms and the declared
- * parameters; returns the template with every reference replaced by `x` (for the URL check).
+ * Checks the `${...}` references of a template (services/shared webhook-template) against the
+ * declared parameters; returns the template with every reference replaced by `x` (for the URL check).
  */
 function checkTemplate(template: string, params: ReadonlySet<string>, pointer: string): string {
-  let out = '';
-  let at = 0;
-  for (;;) {
-    const start = template.indexOf('${', at);
-    if (start < 0) return out + template.slice(at);
-    const end = template.indexOf('}', start + 2);
-    if (end < 0) throw badRequest(`Unterminated template reference at character ${start}`, pointer, 'InvalidTemplate');
-    const ref = template.slice(start + 2, end).trim();
-    const m = reference.exec(ref);
-    if (!m) {
-      throw badRequest(
-        `Template reference \${${ref}} is not one of \${$Profile.Attributes.<name>}, \${$Campaign.Attributes.<name>} or \${$<param>}`,
-        pointer,
-        'InvalidTemplate',
-      );
-    }
-    const param = m[1];
-    if (param !== undefined && !params.has(param)) {
-      throw badRequest(`Template reference \${$${param}} names no parameter of this webhook; declare it in params`, pointer, 'UndeclaredParameter');
-    }
-    out += template.slice(at, start) + 'x';
-    at = end + 1;
+  let parts: TemplatePart[];
+  try {
+    parts = parseTemplate(template);
+  } catch (e) {
+    if (e instanceof TemplateError) throw badRequest(e.message, pointer, e.title);
+    throw e;
   }
+  for (const p of parts) {
+    if ('param' in p && !params.has(p.param)) {
+      throw badRequest(`Template reference \${$${p.param}} names no parameter of this webhook; declare it in params`, pointer, 'UndeclaredParameter');
+    }
+  }
+  return parts.map((p) => ('text' in p ? p.text : 'x')).join('');
 }
 
 function checkBody(body: WebhookBody): void {
@@ -197,9 +186,9 @@ export async function createWebhook(ctx: ManagementContext, principal: Principal
   const row = await ctx.db.transaction(async (tx) => {
     await requireWritableApplications(tx, principal, body.applicationIds, (i) => `/applicationIds/${i}`);
     const [w] = await tx.query<{ id: number }>(
-      `INSERT INTO webhooks (account_id, title, verb, url, headers, params, payload, enabled, created, modified)
-       VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $9) RETURNING id`,
-      [principal.accountId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now],
+      `INSERT INTO webhooks (account_id, title, verb, url, headers, params, payload, enabled, created, modified, secret)
+       VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $9, $10) RETURNING id`,
+      [principal.accountId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now, body.secret ?? ''],
     );
     await attach(tx, w!.id, body.applicationIds);
     return requireWebhook(tx, principal, w!.id);
@@ -263,8 +252,9 @@ export async function updateWebhook(ctx: ManagementContext, principal: Principal
     requireWriteOnAttached(principal, before);
     await requireWritableApplications(tx, principal, body.applicationIds, (i) => `/applicationIds/${i}`);
     await tx.query(
-      `UPDATE webhooks SET title = $2, verb = $3, url = $4, headers = $5::jsonb, params = $6::jsonb, payload = $7, enabled = $8, modified = $9 WHERE id = $1`,
-      [webhookId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now],
+      `UPDATE webhooks SET title = $2, verb = $3, url = $4, headers = $5::jsonb, params = $6::jsonb, payload = $7, enabled = $8, modified = $9,
+         secret = coalesce($10, secret) WHERE id = $1`,
+      [webhookId, body.title, body.verb, body.url, JSON.stringify(body.headers ?? []), JSON.stringify(body.params ?? []), body.payload ?? '', body.enabled ?? true, now, body.secret ?? null],
     );
     await tx.query(`DELETE FROM webhook_applications WHERE webhook_id = $1 AND application_id <> ALL($2::int[])`, [webhookId, [...body.applicationIds]]);
     await attach(tx, webhookId, body.applicationIds);

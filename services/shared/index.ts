@@ -8,3 +8,5 @@ export * from './decimal.js';
 export * from './config-events.js';
 export { mapLimited } from './concurrency.js';
 export { GroupCommit, type GroupCommitOptions } from './group-commit.js';
+export { jsonValue, parseTemplate, renderTemplate, TemplateError, urlValue, type TemplatePart, type TemplateValues } from './webhook-template.js';
+export { DispatchLoop, retryDelay, type DispatchLoopOptions } from './dispatch-loop.js';

@@ -40,3 +40,16 @@ export {
   type Tentative,
   type Tier,
 } from './loyalty-ledger.js';
+export { enqueueNotifications, enqueueOutbound, queueMail, type NotificationBatch, type OutboundRequest, type QueuedMail } from './outbox.js';
+export {
+  COUPON_PAGE_SIZE,
+  couponNotificationBody,
+  couponNotificationPages,
+  enqueueCouponBatchCreated,
+  hasNotificationSubscribers,
+  NOTIFICATION_TYPES,
+  type CouponBatchNotification,
+  type CouponChangeSource,
+  type CouponNotificationMeta,
+  type NotificationType,
+} from './notifications.js';

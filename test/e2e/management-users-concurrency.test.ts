@@ -3,7 +3,7 @@ import { createManagementClient, unwrap, type ManagementClient } from '../../sdk
 import { postgresUp } from '../helpers/services.js';
 import { ADMIN_EMAIL, startTestNode, type TestNode } from '../helpers/node.js';
 import { addUser, eventually } from '../helpers/users.js';
-import type { OutgoingMail } from '../../services/management/index.js';
+import type { OutgoingMail } from '../../services/notify/index.js';
 
 const count = (statuses: number[], status: number) => statuses.filter((s) => s === status).length;
 

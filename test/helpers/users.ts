@@ -46,10 +46,10 @@ type Err = { StatusCode: number; errors: Array<{ source?: { pointer?: string } }
 export const pointers = (e: unknown): Array<string | undefined> => ((e as Err)?.errors ?? []).map((x) => x.source?.pointer);
 
 /** Waits until cond() holds (mails go out asynchronously). */
-export async function eventually<T>(fn: () => T | undefined, timeoutMs = 5000): Promise<T> {
+export async function eventually<T>(fn: () => T | undefined | Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v !== undefined) return v;
     if (Date.now() > until) throw new Error('timed out');
     await new Promise((r) => setTimeout(r, 20));

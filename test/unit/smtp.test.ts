@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MailDispatcher, parseSmtpUrl, queueMail, sendSmtp, smtpTransport, SmtpError } from '../../services/management/index.js';
+import { MailDispatcher, parseSmtpUrl, sendSmtp, smtpTransport, SmtpError } from '../../services/notify/index.js';
+import { queueMail } from '../../services/store/index.js';
 import { createLogger, type Clock } from '../../services/shared/index.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startFakeSmtp, type FakeSmtp } from '../helpers/fake-smtp.js';

@@ -1,10 +1,11 @@
 // Mail of the Management API (invites, password recovery): use cases write a row to mail_outbox in
-// the same transaction as their change, so a mail is sent if and only if the change committed;
-// the node's MailDispatcher sends due rows through a MailTransport (SMTP when configured, else a
-// transport that only logs recipient and subject), retrying with backoff and marking a row failed
-// after maxAttempts. Bodies may carry tokens: they are never logged, and blanked once sent or failed.
-import type { Clock, Logger } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+// the same transaction as their change (queueMail, services/store), so a mail is sent if and only
+// if the change committed; the node's MailDispatcher sends due rows through a MailTransport (SMTP
+// when configured, else a transport that only logs recipient and subject), retrying with backoff
+// and marking a row failed after maxAttempts. Bodies may carry tokens: they are never logged, and
+// blanked once sent or failed.
+import { DispatchLoop, type Clock, type Logger } from '../shared/index.js';
+import type { Db } from '../store/index.js';
 import { sendSmtp, type SmtpOptions } from './smtp.js';
 
 export interface OutgoingMail {
@@ -15,20 +16,6 @@ export interface OutgoingMail {
 
 export interface MailTransport {
   send(mail: OutgoingMail): Promise<void>;
-}
-
-export interface QueuedMail extends OutgoingMail {
-  accountId: number;
-  /** What caused it (`invite`, `password_reset`), for operators reading the outbox. */
-  kind: string;
-}
-
-/** Adds a mail to the outbox; call it inside the transaction of the change that causes it. */
-export async function queueMail(tx: Queryable, mail: QueuedMail, now: Date): Promise<void> {
-  await tx.query(
-    `INSERT INTO mail_outbox (account_id, recipient, subject, body, kind, created, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-    [mail.accountId, mail.to, mail.subject, mail.text, mail.kind, now.toISOString()],
-  );
 }
 
 /** For nodes without SMTP: says that a mail would have gone out, without its body. */
@@ -66,52 +53,18 @@ export interface MailDispatcherOptions {
  * forward, so several nodes may run dispatchers on one database without sending a mail twice
  * (short of a node dying between the SMTP answer and the update: delivery is at least once).
  */
-export class MailDispatcher {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
-  private readonly pollMs: number;
+export class MailDispatcher extends DispatchLoop {
   private readonly maxAttempts: number;
   private readonly backoffMs: number;
   private readonly claimMs: number;
   private readonly batchSize: number;
 
   constructor(private readonly options: MailDispatcherOptions) {
-    this.pollMs = options.pollMs ?? 1000;
+    super({ logger: options.logger, pollMs: options.pollMs, name: 'mail dispatch' });
     this.maxAttempts = options.maxAttempts ?? 5;
     this.backoffMs = options.backoffMs ?? 1000;
     this.claimMs = options.claimMs ?? 60_000;
     this.batchSize = options.batchSize ?? 20;
-  }
-
-  start(): void {
-    this.timer = setInterval(() => this.wake(), this.pollMs);
-    this.timer.unref();
-  }
-
-  /** Looks for due mail now (after a use case queued one) rather than at the next poll. */
-  wake(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.runOnce()
-      .catch((e: unknown) => this.options.logger.warn('mail dispatch failed', { error: String(e) }))
-      .then(() => {
-        this.running = undefined;
-        if (this.again) {
-          this.again = false;
-          this.wake();
-        }
-      });
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
   }
 
   /** One round: claims the due mails and sends each; returns how many were sent. */
@@ -135,13 +88,13 @@ export class MailDispatcher {
           clock.now().toISOString(),
         ]);
         sent++;
-        this.options.logger.debug('mail sent', { id: row.id, to: row.recipient, subject: row.subject });
+        this.logger.debug('mail sent', { id: row.id, to: row.recipient, subject: row.subject });
       } catch (e) {
         const error = String((e as Error)?.message ?? e).slice(0, 500);
         if (row.attempts >= this.maxAttempts) {
           // Never sent, never retried: its body (which may hold a live token) is of no use any more.
           await db.query(`UPDATE mail_outbox SET state = 'failed', body = '', last_error = $2 WHERE id = $1`, [row.id, error]);
-          this.options.logger.warn('mail failed for good', { id: row.id, to: row.recipient, attempts: row.attempts, error });
+          this.logger.warn('mail failed for good', { id: row.id, to: row.recipient, attempts: row.attempts, error });
         } else {
           const delay = Math.min(this.backoffMs * 2 ** (row.attempts - 1), 3600_000);
           await db.query(`UPDATE mail_outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`, [
@@ -149,7 +102,7 @@ export class MailDispatcher {
             new Date(clock.now().getTime() + delay).toISOString(),
             error,
           ]);
-          this.options.logger.debug('mail will be retried', { id: row.id, attempts: row.attempts, error });
+          this.logger.debug('mail will be retried', { id: row.id, attempts: row.attempts, error });
         }
       }
     }
