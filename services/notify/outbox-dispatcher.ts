@@ -131,7 +131,14 @@ export class OutboxDispatcher extends DispatchLoop {
     );
     let next = 0;
     const worker = async () => {
-      while (next < claimed.length && !this.stopping.signal.aborted) await this.attempt(claimed[next++]!);
+      while (next < claimed.length && !this.stopping.signal.aborted) {
+        const row = claimed[next++]!;
+        // One request that cannot be recorded must not end the round for the others: it is tried
+        // again once its lease ends, like a request whose node died.
+        await this.attempt(row).catch((e: unknown) =>
+          this.logger.warn('outbound request not recorded', { id: row.notification_id, kind: row.kind, endpoint: row.endpoint_id, error: String(e) }),
+        );
+      }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, claimed.length) }, worker));
     return claimed.length;
@@ -220,13 +227,43 @@ export class OutboxDispatcher extends DispatchLoop {
         redirect: 'manual',
         signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stopping.signal]),
       });
-      const response = await res.text();
+      const response = await readLogged(res, this.maxLoggedResponse);
       return { status: res.status, response, requestTime, responseTime: this.options.clock.now(), sentHeaders: forLog(headers, configured) };
     } catch (e) {
-      const error = (e as Error)?.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : String((e as { cause?: unknown })?.cause ?? e);
+      const error = (e as Error)?.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : storable(String((e as { cause?: unknown })?.cause ?? e));
       return { status: null, response: '', error, requestTime, responseTime: this.options.clock.now(), sentHeaders: forLog(headers, configured) };
     }
   }
+}
+
+/** Text as a text column takes it: NUL (which UTF-8 text in PostgreSQL cannot hold) becomes U+FFFD. */
+const storable = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text);
+
+/**
+ * The start of an answer's body as its log entry keeps it: at most `max` characters, read as
+ * UTF-8. The rest is not read: a receiver answering with a body of gigabytes, or one that never
+ * ends, neither fills this node's memory nor turns a delivered request into a timeout (and a
+ * second delivery). A binary body is kept as text that can be stored.
+ */
+async function readLogged(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    while (text.length < max) {
+      const { done, value } = await reader.read();
+      if (done) {
+        text += decoder.decode();
+        break;
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    // Closes the connection of an answer not read to its end.
+    await reader.cancel().catch(() => undefined);
+  }
+  return storable(text.slice(0, max));
 }
 
 /** The headers sent, as a log entry shows them: configured values and the signature redacted. */

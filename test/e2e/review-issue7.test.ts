@@ -1,8 +1,44 @@
+import http from 'node:http';
 import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
-import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { eventually } from '../helpers/users.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A receiver whose answers each test writes itself (per path prefix); it records every request's path and notification id. */
+class RawReceiver {
+  readonly got: Array<{ url: string; id: string }> = [];
+  private readonly handlers = new Map<string, (req: http.IncomingMessage, res: http.ServerResponse) => void>();
+  private readonly server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      this.got.push({ url: req.url ?? '', id: String(req.headers['x-notification-id'] ?? '') });
+      const prefix = [...this.handlers.keys()].find((p) => (req.url ?? '').startsWith(p));
+      if (prefix) this.handlers.get(prefix)!(req, res);
+      else res.end('ok');
+    });
+  });
+  url = '';
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+  on(prefix: string, handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
+    this.handlers.set(prefix, handler);
+  }
+  to(prefix: string) {
+    return this.got.filter((g) => g.url.startsWith(prefix));
+  }
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
 
 /** One request written byte for byte (fetch would drop a fragment); the whole answer as text. */
 function rawRequest(baseUrl: string, text: string): Promise<{ status: number; body: string }> {
@@ -59,5 +95,77 @@ describe('review of issue 7 (pglite)', () => {
     expect(dry.status).toBe(200);
     const stored = await shop.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'frag-s2' } } });
     expect(stored.response.status).toBe(404);
+  });
+});
+
+describe('review of issue 7: what receivers answer (pglite)', () => {
+  let t: TestNode;
+  let shop: ShopSetup;
+  let rx: RawReceiver;
+
+  beforeAll(async () => {
+    rx = await new RawReceiver().start();
+    t = await startTestNode('pglite', { outbox: { pollMs: 50, backoffMs: 20, maxBackoffMs: 100, timeoutMs: 1500, leaseMarginMs: 300 } });
+    shop = await setupShop(t.url, t.admin);
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await rx?.stop();
+  });
+
+  const subscribe = async (path: string) =>
+    unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/notification_webhooks', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { url: `${rx.url}${path}`, headers: [], notificationTypes: ['CouponCreated'] },
+      }),
+    );
+  const createCoupons = async () =>
+    unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: { applicationId: shop.applicationId, campaignId: shop.campaignId }, query: { silent: 'yes' } },
+        body: { usageLimit: 1, validCharacters: ['A', 'B', 'C', 'D', 'E', 'F'], couponPattern: 'RV-######', numberOfCoupons: 2 },
+      }),
+    );
+  const outboxOf = async (endpointId: number) =>
+    t.node.db.query<{ state: string; attempts: number }>(`SELECT state, attempts FROM outbox WHERE kind = 'notification' AND endpoint_id = $1`, [endpointId]);
+  const logsOf = async (endpointId: number) =>
+    t.node.db.query<{ status: number | null; response: string }>(`SELECT status, response FROM webhook_logs WHERE kind = 'notification' AND webhook_id = $1 ORDER BY id`, [
+      endpointId,
+    ]);
+
+  it('records a binary answer (with NUL bytes) once as delivered, and keeps delivering to the others', async () => {
+    rx.on('/binary', (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+      res.end(Buffer.from([0x6f, 0x6b, 0x00, 0xff, 0xfe, 0x00, 0x21]));
+    });
+    const binary = await subscribe('/binary');
+    const plain = await subscribe('/plain');
+    await createCoupons();
+    await eventually(async () => ((await outboxOf(binary.id))[0]?.state === 'sent' ? true : undefined), 10_000);
+    expect(await outboxOf(binary.id)).toEqual([{ state: 'sent', attempts: 1 }]);
+    const [log] = await logsOf(binary.id);
+    expect(log).toEqual({ status: 200, response: 'ok\ufffd\ufffd\ufffd\ufffd!' });
+    await eventually(async () => ((await outboxOf(plain.id))[0]?.state === 'sent' ? true : undefined), 10_000);
+    // Past the lease of the first attempt: the receiver got it once.
+    await sleep(2500);
+    expect(rx.to('/binary')).toHaveLength(1);
+  });
+
+  it('reads no more of an answer than its log keeps: a 200 whose body never ends is one delivery', async () => {
+    rx.on('/endless', (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      // 128 KiB, then the body stays open (as a receiver streaming without end would).
+      res.write('x'.repeat(128 * 1024));
+    });
+    const endless = await subscribe('/endless');
+    await createCoupons();
+    await eventually(async () => ((await outboxOf(endless.id))[0]?.state === 'sent' ? true : undefined), 10_000);
+    expect(await outboxOf(endless.id)).toEqual([{ state: 'sent', attempts: 1 }]);
+    const [log] = await logsOf(endless.id);
+    expect(log!.status).toBe(200);
+    expect(log!.response).toBe('x'.repeat(65_536));
+    await sleep(2500);
+    expect(rx.to('/endless')).toHaveLength(1);
   });
 });
