@@ -135,7 +135,7 @@ export class OutboxDispatcher extends DispatchLoop {
         const row = claimed[next++]!;
         // One request that cannot be recorded must not end the round for the others: it is tried
         // again once its lease ends, like a request whose node died.
-        await this.attempt(row).catch((e: unknown) =>
+        await this.attempt(row, now.getTime()).catch((e: unknown) =>
           this.logger.warn('outbound request not recorded', { id: row.notification_id, kind: row.kind, endpoint: row.endpoint_id, error: String(e) }),
         );
       }
@@ -144,18 +144,37 @@ export class OutboxDispatcher extends DispatchLoop {
     return claimed.length;
   }
 
-  private async attempt(row: Claimed): Promise<void> {
+  /**
+   * Keeps the request for the attempt about to start. The claim's lease covers one attempt, but a
+   * request waits in its round behind others (a batch of 50 on 16 workers, each up to the
+   * timeout): one that starts late gets a new lease first, only if it is still this claim's (the
+   * claim's attempt count fences it); false: another node claimed it meanwhile, and it is left.
+   */
+  private async keepLease(row: Claimed, claimedAt: number): Promise<boolean> {
+    const now = this.options.clock.now().getTime();
+    if (now <= claimedAt + this.leaseMarginMs / 2) return true;
+    const kept = await this.options.db.query(`UPDATE outbox SET next_attempt_at = $2 WHERE id = $1 AND attempts = $3 AND state = 'pending' RETURNING 1`, [
+      row.id,
+      new Date(now + this.timeoutMs + this.leaseMarginMs).toISOString(),
+      row.attempts,
+    ]);
+    return kept.length > 0;
+  }
+
+  private async attempt(row: Claimed, claimedAt: number): Promise<void> {
     const { db, clock } = this.options;
     if (!row.endpoint_ok) {
       // Deleted or disabled since the request was written: it is not sent.
-      await db.query(`UPDATE outbox SET state = 'failed', finished_at = $2, last_error = $3 WHERE id = $1`, [
+      await db.query(`UPDATE outbox SET state = 'failed', finished_at = $2, last_error = $3 WHERE id = $1 AND attempts = $4`, [
         row.id,
         clock.now().toISOString(),
         'endpoint deleted or disabled before delivery',
+        row.attempts,
       ]);
       this.logger.info('outbound request dropped: endpoint deleted or disabled', { id: row.notification_id, kind: row.kind, endpoint: row.endpoint_id });
       return;
     }
+    if (!(await this.keepLease(row, claimedAt))) return;
     const result = await this.send(row);
     if (this.stopping.signal.aborted) return;
     const outcome = outcomeOf(result.status);
@@ -173,7 +192,7 @@ export class OutboxDispatcher extends DispatchLoop {
           WHERE EXISTS (SELECT 1 FROM applications WHERE id = $2)
        )
        UPDATE outbox SET state = $15, next_attempt_at = $16, last_error = $17, finished_at = CASE WHEN $15 = 'pending' THEN NULL ELSE $9::timestamptz END
-        WHERE id = $1`,
+        WHERE id = $1 AND attempts = $18`,
       [
         row.id,
         row.application_id,
@@ -192,6 +211,9 @@ export class OutboxDispatcher extends DispatchLoop {
         state,
         nextAttempt.toISOString(),
         error,
+        // Only while the request is still this claim's: a later claim (another node's, after a
+        // lease that ran out) owns its state now; this attempt is logged all the same.
+        row.attempts,
       ],
     );
     if (givenUp) {

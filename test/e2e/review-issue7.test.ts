@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { dropSchema } from '../helpers/db.js';
+import { postgresUp, uniqueName } from '../helpers/services.js';
 import { eventually } from '../helpers/users.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -167,5 +169,54 @@ describe('review of issue 7: what receivers answer (pglite)', () => {
     expect(log!.response).toBe('x'.repeat(65_536));
     await sleep(2500);
     expect(rx.to('/endless')).toHaveLength(1);
+  });
+});
+
+describe.runIf(postgresUp)('review of issue 7: two nodes sharing the outbox (postgres)', () => {
+  const schema = uniqueName('rv7');
+  let a: TestNode;
+  let b: TestNode;
+  let rx: RawReceiver;
+
+  beforeAll(async () => {
+    rx = await new RawReceiver().start();
+    // One request in flight per node and a short lease: a request that waits in its round behind
+    // a slow one outlives the lease of its claim.
+    const outbox = { pollMs: 50, concurrency: 1, batchSize: 3, timeoutMs: 1000, leaseMarginMs: 400, backoffMs: 20, maxBackoffMs: 100 };
+    a = await startTestNode('postgres', { dbSchema: schema, outbox });
+    b = await startTestNode('postgres', { dbSchema: schema, outbox });
+  });
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await rx?.stop();
+    await dropSchema(schema);
+  });
+
+  it('never sends a request that waited in its round past the lease twice', async () => {
+    const shop = await setupShop(a.url, a.admin);
+    // A slow receiver (within the timeout): each answer takes 900 ms.
+    rx.on('/slow', (_req, res) => void setTimeout(() => res.end('ok'), 900));
+    unwrap(
+      await a.admin.POST('/v1/applications/{applicationId}/notification_webhooks', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { url: `${rx.url}/slow`, headers: [], notificationTypes: ['CouponCreated'] },
+      }),
+    );
+    // 2,500 coupons: three CouponCreated pages, written together and claimed by one node.
+    unwrap(
+      await a.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: { applicationId: shop.applicationId, campaignId: shop.campaignId }, query: { silent: 'yes' } },
+        body: { usageLimit: 1, validCharacters: ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H'], couponPattern: 'LS-######', numberOfCoupons: 2500 },
+      }),
+    );
+    await eventually(async () => {
+      const rows = await a.node.db.query<{ state: string }>(`SELECT state FROM outbox WHERE kind = 'notification'`);
+      return rows.length === 3 && rows.every((r) => r.state === 'sent') ? true : undefined;
+    }, 20_000);
+    await sleep(1500);
+    const ids = rx.to('/slow').map((g) => g.id);
+    expect(new Set(ids).size).toBe(3);
+    expect(ids).toHaveLength(3);
   });
 });
