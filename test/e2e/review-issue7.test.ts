@@ -98,6 +98,42 @@ describe('review of issue 7 (pglite)', () => {
     const stored = await shop.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'frag-s2' } } });
     expect(stored.response.status).toBe(404);
   });
+
+  it('refuses endpoint settings that can never be sent (or that would change what Perkline sends) with 400 on their pointer', async () => {
+    const pointersOf = (e: unknown) => ((e as { errors?: Array<{ source?: { pointer?: string } }> })?.errors ?? []).map((x) => x.source?.pointer);
+    const notification = (body: Record<string, unknown>) =>
+      t.admin.POST('/v1/applications/{applicationId}/notification_webhooks', {
+        params: { path: { applicationId: shop.applicationId } },
+        body: { url: 'http://127.0.0.1:9/hook', headers: [], notificationTypes: ['CouponCreated'], ...body } as never,
+      });
+    const webhook = (body: Record<string, unknown>) =>
+      t.admin.POST('/v1/webhooks', { body: { applicationIds: [shop.applicationId], title: 'CRM', verb: 'POST', url: 'http://127.0.0.1:9/hook', ...body } as never });
+    const bad: Array<[Record<string, unknown>, string]> = [
+      // fetch refuses a URL with credentials on every attempt (and readers would see them).
+      [{ url: 'http://user:password@127.0.0.1:9/hook' }, '/url'],
+      // A header value fetch cannot send: above U+00FF, or a control character.
+      [{ headers: ['X-Name: 10 €'] }, '/headers/0'],
+      [{ headers: ['X-Ok: 1', 'X-Bell: a\u0007b'] }, '/headers/1'],
+      [{ headers: ['X-Del: a\u007fb'] }, '/headers/0'],
+      // The HTTP client's framing headers, refused (or dropped) on every attempt.
+      ...['Transfer-Encoding: chunked', 'Connection: upgrade', 'Keep-Alive: timeout=5', 'Upgrade: h2c', 'Expect: 100-continue', 'content-length: 1', 'Host: other'].map(
+        (h): [Record<string, unknown>, string] => [{ headers: [h] }, '/headers/0'],
+      ),
+      // Perkline's own: a second X-Notification-Id would break receivers' deduplication.
+      ...['x-notification-id: mine', 'X-Notification-Type: Mine', 'X-Signature: sha256=00'].map((h): [Record<string, unknown>, string] => [{ headers: [h] }, '/headers/0']),
+    ];
+    for (const [body, pointer] of bad) {
+      for (const create of [notification, webhook]) {
+        const res = await create(body);
+        expect(res.response.status, JSON.stringify(body)).toBe(400);
+        expect(pointersOf(res.error), JSON.stringify(body)).toEqual([pointer]);
+      }
+    }
+    // Latin-1 text and tabs are what a header can carry.
+    const ok = { headers: ['X-City: Malmö', 'X-Tab: a\tb'] };
+    expect((await notification(ok)).response.status).toBe(201);
+    expect((await webhook(ok)).response.status).toBe(201);
+  });
 });
 
 describe('review of issue 7: what receivers answer (pglite)', () => {
