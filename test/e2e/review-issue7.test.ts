@@ -3,7 +3,9 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
+import { urlValue } from '../../services/shared/index.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
+import { addCampaign, rule } from '../helpers/promotions.js';
 import { dropSchema } from '../helpers/db.js';
 import { postgresUp, uniqueName } from '../helpers/services.js';
 import { eventually } from '../helpers/users.js';
@@ -133,6 +135,42 @@ describe('review of issue 7 (pglite)', () => {
     const ok = { headers: ['X-City: Malmö', 'X-Tab: a\tb'] };
     expect((await notification(ok)).response.status).toBe(201);
     expect((await webhook(ok)).response.status).toBe(201);
+  });
+
+  it('refuses a close whose webhook URL would take a lone surrogate as it refuses the text itself, not as a bad path', async () => {
+    const w = unwrap(
+      await t.admin.POST('/v1/webhooks', {
+        body: {
+          applicationIds: [shop.applicationId],
+          title: 'Names',
+          verb: 'POST',
+          url: 'http://127.0.0.1:9/names?name=${$name}',
+          payload: '{"name": "${$name}"}',
+          params: [{ title: 'name', type: 'string' }],
+        },
+      }),
+    );
+    await addCampaign(t.admin, shop.applicationId, [rule(['.', 'Session', 'Attributes', 'notifyName'], [['triggerWebhook', w.id, { name: ['.', 'Session', 'Attributes', 'name'] }]], 'name hook')]);
+    // JSON's "\ud800": a lone surrogate, text the database cannot store.
+    const close = async (id: string, notifyName: boolean) => {
+      const res = await fetch(`${t.url}/v2/customer_sessions/${id}`, {
+        method: 'PUT',
+        headers: { 'Content-Type': 'application/json', Authorization: `ApiKey-v1 ${shop.apiKey}` },
+        body: `{"customerSession": {"cartItems": [{"sku": "A", "quantity": 1, "price": 10}], "attributes": {"notifyName": ${notifyName}, "name": "a\\ud800b"}, "state": "closed"}}`,
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const plain = await close('lone-surrogate-0', false);
+    expect(plain.status).toBe(400);
+    // Rendering the webhook's URL threw a URIError, answered as "A path parameter is not valid percent-encoded UTF-8" on /path.
+    expect(await close('lone-surrogate-1', true)).toEqual(plain);
+  });
+
+  it('writes a lone surrogate of a URL template value as U+FFFD', () => {
+    expect(urlValue('a\ud800b')).toBe(encodeURIComponent('a\ufffdb'));
+    // JSON.stringify already writes a lone surrogate of an object as an escape.
+    expect(urlValue({ x: '\udc00' })).toBe(encodeURIComponent('{"x":"\\udc00"}'));
+    expect(urlValue('😀 ok')).toBe(encodeURIComponent('😀 ok'));
   });
 });
 
