@@ -263,9 +263,10 @@ const storable = (text: string): string => (text.includes('\u0000') ? text.repla
 
 /**
  * The start of an answer's body as its log entry keeps it: at most `max` characters, read as
- * UTF-8. The rest is not read: a receiver answering with a body of gigabytes, or one that never
- * ends, neither fills this node's memory nor turns a delivered request into a timeout (and a
- * second delivery). A binary body is kept as text that can be stored.
+ * UTF-8, or what came before the attempt's time ran out. The rest is not read: a receiver
+ * answering with a body of gigabytes, one that never ends or one that trickles neither fills this
+ * node's memory nor turns a delivered request (its status came) into a timeout, and a second
+ * delivery. A binary body is kept as text that can be stored.
  */
 async function readLogged(res: Response, max: number): Promise<string> {
   if (!res.body) return '';
@@ -281,6 +282,8 @@ async function readLogged(res: Response, max: number): Promise<string> {
       }
       text += decoder.decode(value, { stream: true });
     }
+  } catch {
+    // The timeout (or the connection) ended the body: the answer's status stands.
   } finally {
     // Closes the connection of an answer not read to its end.
     await reader.cancel().catch(() => undefined);

@@ -244,6 +244,24 @@ describe('review of issue 7: what receivers answer (pglite)', () => {
     await sleep(2500);
     expect(rx.to('/endless')).toHaveLength(1);
   });
+
+  it('takes a 200 whose body trickles past the timeout as delivered, with what came of the body', async () => {
+    rx.on('/trickle', (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      res.write('a');
+      const timer = setInterval(() => res.write('b'), 300);
+      res.on('close', () => clearInterval(timer));
+    });
+    const trickle = await subscribe('/trickle');
+    await createCoupons();
+    await eventually(async () => ((await outboxOf(trickle.id))[0]?.state === 'sent' ? true : undefined), 10_000);
+    expect(await outboxOf(trickle.id)).toEqual([{ state: 'sent', attempts: 1 }]);
+    const [log] = await logsOf(trickle.id);
+    expect(log!.status).toBe(200);
+    expect(log!.response).toMatch(/^ab+$/);
+    await sleep(2500);
+    expect(rx.to('/trickle')).toHaveLength(1);
+  });
 });
 
 describe.runIf(postgresUp)('review of issue 7: two nodes sharing the outbox (postgres)', () => {
