@@ -1413,9 +1413,9 @@ export interface components {
             title?: string;
             /** @enum {string} */
             verb?: "POST" | "PUT" | "GET" | "DELETE" | "PATCH";
-            /** @description An http or https URL; may contain templates. */
+            /** @description An http or https URL without credentials (send them in a header); may contain templates. */
             url?: string;
-            /** @description Header lines such as "Content-Type: application/json". Users who may not change the webhook see each value as [redacted]. */
+            /** @description Header lines such as "Content-Type: application/json": a token, a colon and a value of tabs and characters U+0020 to U+007E and U+0080 to U+00FF (what an HTTP header can carry). Connection, Content-Length, Expect, Host, Keep-Alive, Transfer-Encoding and Upgrade are the HTTP client's, X-Notification-Id, X-Notification-Type and X-Signature Perkline's: they are refused. Users who may not change the webhook see each value as [redacted]. */
             headers?: string[];
             params?: components["schemas"]["WebhookParam"][];
             /** @description Body template; may reference `${$Profile.Attributes.<name>}`, `${$Campaign.Attributes.<name>}` and declared parameters as `${$<param>}`. */
@@ -1799,9 +1799,9 @@ export interface components {
         /** @enum {string} */
         NotificationType: "CampaignNotification" | "CampaignEvaluationTreeChanged" | "CouponCreated" | "CouponUpdated" | "CouponDeleted" | "AsyncCouponsCreated" | "CouponsUpdated" | "CouponsDeleted" | "StrikethroughPrice" | "LoyaltyPointsAdded" | "LoyaltyPointsDeducted" | "LoyaltyPointsExpiring" | "TierUpgrade" | "TierDowngrade";
         NotificationWebhookFields: {
-            /** @description An absolute http or https URL. */
+            /** @description An absolute http or https URL without credentials (send them in a header). */
             url?: string;
-            /** @description Header lines such as "Authorization: Bearer x", sent with every notification. Users who may not change the Application see each value as [redacted]. */
+            /** @description Header lines such as "Authorization: Bearer x", sent with every notification: a token, a colon and a value of tabs and characters U+0020 to U+007E and U+0080 to U+00FF (what an HTTP header can carry). Connection, Content-Length, Expect, Host, Keep-Alive, Transfer-Encoding and Upgrade are the HTTP client's, X-Notification-Id, X-Notification-Type and X-Signature Perkline's: they are refused. Users who may not change the Application see each value as [redacted]. */
             headers?: string[];
             notificationTypes?: components["schemas"]["NotificationType"][];
             /** @description Default true; a disabled webhook receives nothing (what is queued for it is dropped). */

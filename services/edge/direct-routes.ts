@@ -64,6 +64,9 @@ export class DirectRoutes {
     if (!routes || url === undefined || url.charCodeAt(0) !== 47 /* / */) return false;
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+    // A raw `#` (a fragment a client sent along): express (parseurl) drops it with what follows,
+    // and reads `\` before it as `/`; left to express, so that both routes read the same target.
+    if (url.includes('#')) return false;
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     if (path.length > 1 && path.endsWith('/')) return false;

@@ -8,6 +8,7 @@
 import { badRequest, notFound } from '../shared/index.js';
 import type { NotificationType, Queryable } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { checkEndpointCredentials, checkEndpointHeaders } from './outbound-endpoints.js';
 
 export interface NotificationWebhookBody {
   url: string;
@@ -50,6 +51,8 @@ function checkBody(body: NotificationWebhookBody): void {
     throw badRequest('`url` must be an absolute http or https URL', '/url');
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') throw badRequest('`url` must be an absolute http or https URL', '/url');
+  checkEndpointCredentials(url, '/url');
+  checkEndpointHeaders(body.headers);
 }
 
 async function requireNotificationWebhook(db: Queryable, applicationId: number, id: number): Promise<Record<string, unknown>> {

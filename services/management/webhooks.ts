@@ -5,6 +5,7 @@
 import { AppError, badRequest, notFound, parseTemplate, TemplateError, type TemplatePart } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireApplication, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { checkEndpointCredentials, checkEndpointHeaders } from './outbound-endpoints.js';
 
 export interface WebhookParam {
   title: string;
@@ -123,6 +124,8 @@ function checkBody(body: WebhookBody): void {
   if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hostname === '') {
     throw badRequest('`url` must be an absolute http or https URL', '/url');
   }
+  checkEndpointCredentials(parsed, '/url');
+  checkEndpointHeaders(body.headers);
 }
 
 /** Every Application must be the account's and writable by the caller (404 / 403 otherwise). */

@@ -131,24 +131,50 @@ export class OutboxDispatcher extends DispatchLoop {
     );
     let next = 0;
     const worker = async () => {
-      while (next < claimed.length && !this.stopping.signal.aborted) await this.attempt(claimed[next++]!);
+      while (next < claimed.length && !this.stopping.signal.aborted) {
+        const row = claimed[next++]!;
+        // One request that cannot be recorded must not end the round for the others: it is tried
+        // again once its lease ends, like a request whose node died.
+        await this.attempt(row, now.getTime()).catch((e: unknown) =>
+          this.logger.warn('outbound request not recorded', { id: row.notification_id, kind: row.kind, endpoint: row.endpoint_id, error: String(e) }),
+        );
+      }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, claimed.length) }, worker));
     return claimed.length;
   }
 
-  private async attempt(row: Claimed): Promise<void> {
+  /**
+   * Keeps the request for the attempt about to start. The claim's lease covers one attempt, but a
+   * request waits in its round behind others (a batch of 50 on 16 workers, each up to the
+   * timeout): one that starts late gets a new lease first, only if it is still this claim's (the
+   * claim's attempt count fences it); false: another node claimed it meanwhile, and it is left.
+   */
+  private async keepLease(row: Claimed, claimedAt: number): Promise<boolean> {
+    const now = this.options.clock.now().getTime();
+    if (now <= claimedAt + this.leaseMarginMs / 2) return true;
+    const kept = await this.options.db.query(`UPDATE outbox SET next_attempt_at = $2 WHERE id = $1 AND attempts = $3 AND state = 'pending' RETURNING 1`, [
+      row.id,
+      new Date(now + this.timeoutMs + this.leaseMarginMs).toISOString(),
+      row.attempts,
+    ]);
+    return kept.length > 0;
+  }
+
+  private async attempt(row: Claimed, claimedAt: number): Promise<void> {
     const { db, clock } = this.options;
     if (!row.endpoint_ok) {
       // Deleted or disabled since the request was written: it is not sent.
-      await db.query(`UPDATE outbox SET state = 'failed', finished_at = $2, last_error = $3 WHERE id = $1`, [
+      await db.query(`UPDATE outbox SET state = 'failed', finished_at = $2, last_error = $3 WHERE id = $1 AND attempts = $4`, [
         row.id,
         clock.now().toISOString(),
         'endpoint deleted or disabled before delivery',
+        row.attempts,
       ]);
       this.logger.info('outbound request dropped: endpoint deleted or disabled', { id: row.notification_id, kind: row.kind, endpoint: row.endpoint_id });
       return;
     }
+    if (!(await this.keepLease(row, claimedAt))) return;
     const result = await this.send(row);
     if (this.stopping.signal.aborted) return;
     const outcome = outcomeOf(result.status);
@@ -166,7 +192,7 @@ export class OutboxDispatcher extends DispatchLoop {
           WHERE EXISTS (SELECT 1 FROM applications WHERE id = $2)
        )
        UPDATE outbox SET state = $15, next_attempt_at = $16, last_error = $17, finished_at = CASE WHEN $15 = 'pending' THEN NULL ELSE $9::timestamptz END
-        WHERE id = $1`,
+        WHERE id = $1 AND attempts = $18`,
       [
         row.id,
         row.application_id,
@@ -185,6 +211,9 @@ export class OutboxDispatcher extends DispatchLoop {
         state,
         nextAttempt.toISOString(),
         error,
+        // Only while the request is still this claim's: a later claim (another node's, after a
+        // lease that ran out) owns its state now; this attempt is logged all the same.
+        row.attempts,
       ],
     );
     if (givenUp) {
@@ -220,13 +249,46 @@ export class OutboxDispatcher extends DispatchLoop {
         redirect: 'manual',
         signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stopping.signal]),
       });
-      const response = await res.text();
+      const response = await readLogged(res, this.maxLoggedResponse);
       return { status: res.status, response, requestTime, responseTime: this.options.clock.now(), sentHeaders: forLog(headers, configured) };
     } catch (e) {
-      const error = (e as Error)?.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : String((e as { cause?: unknown })?.cause ?? e);
+      const error = (e as Error)?.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms` : storable(String((e as { cause?: unknown })?.cause ?? e));
       return { status: null, response: '', error, requestTime, responseTime: this.options.clock.now(), sentHeaders: forLog(headers, configured) };
     }
   }
+}
+
+/** Text as a text column takes it: NUL (which UTF-8 text in PostgreSQL cannot hold) becomes U+FFFD. */
+const storable = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text);
+
+/**
+ * The start of an answer's body as its log entry keeps it: at most `max` characters, read as
+ * UTF-8, or what came before the attempt's time ran out. The rest is not read: a receiver
+ * answering with a body of gigabytes, one that never ends or one that trickles neither fills this
+ * node's memory nor turns a delivered request (its status came) into a timeout, and a second
+ * delivery. A binary body is kept as text that can be stored.
+ */
+async function readLogged(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    while (text.length < max) {
+      const { done, value } = await reader.read();
+      if (done) {
+        text += decoder.decode();
+        break;
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+  } catch {
+    // The timeout (or the connection) ended the body: the answer's status stands.
+  } finally {
+    // Closes the connection of an answer not read to its end.
+    await reader.cancel().catch(() => undefined);
+  }
+  return storable(text.slice(0, max));
 }
 
 /** The headers sent, as a log entry shows them: configured values and the signature redacted. */

@@ -69,8 +69,17 @@ export function jsonValue(value: unknown): string {
   return JSON.stringify(value) ?? '';
 }
 
-/** A value in a URL: percent-encoded, so that it stays one part of the URL; unknown is empty. */
+/** A lone UTF-16 surrogate, which has no UTF-8 form. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * A value in a URL: percent-encoded, so that it stays one part of the URL; unknown is empty. A
+ * lone surrogate (a session attribute sent as "\ud800", half of an emoji cut by a rule) is
+ * written as U+FFFD, as the database stores it: encodeURIComponent threw on it, and the commit
+ * that made the webhook's effect final failed.
+ */
 export function urlValue(value: unknown): string {
   if (value === undefined || value === null) return '';
-  return encodeURIComponent(typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value));
+  const text = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+  return encodeURIComponent(text.replace(LONE_SURROGATE, '\ufffd'));
 }
