@@ -53,3 +53,4 @@ export {
   type CouponNotificationMeta,
   type NotificationType,
 } from './notifications.js';
+export { LeasedJobRunner, type JobStep, type LeasedJobRunnerOptions } from './jobs.js';
