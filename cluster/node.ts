@@ -68,7 +68,10 @@ export interface NodeOptions {
   logLevel?: LogLevel;
   logger?: Logger;
   clock?: Clock;
-  /** How often the loyalty scheduler writes off expired points (ms; default 5000). */
+  /**
+   * How often the loyalty scheduler runs (ms; default 5000): expired points written off, debts
+   * paid, LoyaltyPointsExpiring announcements, tier changes of points that became active or expired.
+   */
   loyaltySchedulerMs?: number;
   /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
   rateLimit?: RateLimitOptions;
@@ -146,13 +149,6 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     }, options.statsFoldMs ?? 1000);
     folding.unref();
     cleanups.push(() => clearInterval(folding));
-    // The loyalty scheduler (issue 6, area J): expired points are written off without a request.
-    const settling = setInterval(() => {
-      settleDueLedgers(db, clock.now()).catch((e: unknown) => logger.debug('loyalty expiry settlement failed', { error: String(e) }));
-    }, options.loyaltySchedulerMs ?? 5000);
-    settling.unref();
-    cleanups.push(() => clearInterval(settling));
-
     let nc: NatsConnection | undefined;
     let events: ConfigEvents;
     const prefix = options.clusterName ?? 'perkline';
@@ -187,6 +183,13 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     outbox.start();
     cleanups.push(() => outbox.stop());
     const outboundWritten = () => outbox.wake();
+    // The loyalty scheduler (issue 6, area J; issue 7): expired points are written off, and the
+    // notifications that time alone causes (expiring points, tiers) written, without a request.
+    const settling = setInterval(() => {
+      settleDueLedgers(db, clock.now(), { outboundWritten }).catch((e: unknown) => logger.debug('loyalty scheduler round failed', { error: String(e) }));
+    }, options.loyaltySchedulerMs ?? 5000);
+    settling.unref();
+    cleanups.push(() => clearInterval(settling));
     const management: ManagementContext = {
       db,
       events,

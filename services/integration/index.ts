@@ -18,7 +18,7 @@ export { ReservationService, MAX_RESERVATION_IDS } from './reservations.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 export { CatalogService, filtersSql, priceFromCatalogs, priceRecordJson } from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
-export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyStateRequest } from './loyalty.js';
+export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyStateRequest, type SettleOptions } from './loyalty.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
 export { AchievementService } from './achievements.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
