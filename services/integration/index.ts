@@ -23,3 +23,4 @@ export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balanc
 export { AchievementService } from './achievements.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
 export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';
+export { StrikethroughJobRunner, STRIKETHROUGH_BATCH_SIZE, type StrikethroughJobRunnerOptions } from './strikethrough.js';

@@ -69,3 +69,4 @@ export {
   type LoyaltySubscriptions,
   type PointsChange,
 } from './loyalty-notifications.js';
+export { queueStrikethroughJobs, type StrikethroughChange } from './strikethrough.js';
