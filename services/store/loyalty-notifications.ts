@@ -7,7 +7,7 @@
 // its transaction, under the ledger's lock, and only when the program has subscribers of the type
 // (loyaltySubscriptions, or the same subquery folded into a query the writer makes anyway).
 import type { Queryable } from './db.js';
-import { balancesOf, EMPTY_BALANCES, tierOf, type LedgerKey, type Tier } from './loyalty-ledger.js';
+import { netOfDebt, tierOf, type LedgerKey, type Tier } from './loyalty-ledger.js';
 
 export const LOYALTY_NOTIFICATION_TYPES = ['LoyaltyPointsAdded', 'LoyaltyPointsDeducted', 'LoyaltyPointsExpiring', 'TierUpgrade', 'TierDowngrade'] as const;
 export type LoyaltyNotificationType = (typeof LOYALTY_NOTIFICATION_TYPES)[number];
@@ -155,7 +155,16 @@ export async function checkTier(tx: Queryable, key: LedgerKey, now: Date, caused
     [key.programId, owner],
   );
   if (!row || (row.tiers ?? []).length === 0) return 0;
-  const balances = (await balancesOf(tx, [key.programId], key.cardId !== undefined ? { cardId: key.cardId } : { profileId: key.profileId! }, now)).get(key.programId)?.get('') ?? EMPTY_BALANCES;
+  // Points written active (start = creation) count as active whatever `now` is: writers racing for
+  // the lock took their `now` before waiting, so a grant committed just before may start a few
+  // milliseconds after this writer's `now`, and would otherwise flip the tier back and forth.
+  const [sums] = await tx.query<{ active: string; debt: string }>(
+    `SELECT COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND (start_date <= $3 OR start_date <= created) AND (expiry_date IS NULL OR expiry_date > $3)), 0)::text AS active,
+            COALESCE(SUM(uncovered) FILTER (WHERE type = 'subtraction'), 0)::text AS debt
+       FROM loyalty_transactions WHERE program_id = $1 AND ${ownerColumn(key)} = $2 AND subledger_id = ''`,
+    [key.programId, owner, now.toISOString()],
+  );
+  const balances = netOfDebt(Number(sums?.active ?? 0), Number(sums?.debt ?? 0));
   const tier = tierOf(row.tiers, balances.activePoints).tier;
   if ((tier?.name ?? null) === row.tier_name) return 0;
   await tx.query(`UPDATE loyalty_ledgers SET tier_name = $3, tier_min_points = $4 WHERE program_id = $1 AND ${ownerColumn(key)} = $2 AND subledger_id = ''`, [

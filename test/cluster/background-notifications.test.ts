@@ -3,7 +3,7 @@
 // both nodes (and more rounds started by the test) announce each expiring grant once and each tier
 // crossing once. The loyalty test moves the shared clock by weeks: it runs last.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unwrap } from '../../sdk/index.js';
+import { createIntegrationClient, unwrap } from '../../sdk/index.js';
 import { settleDueLedgers } from '../../services/integration/index.js';
 import { dropSchema } from '../helpers/db.js';
 import { createProgram, longKey, noopRuleset } from '../helpers/loyalty.js';
@@ -42,10 +42,11 @@ describe.runIf(postgresUp)('background notifications with two nodes on one Postg
     await rx?.stop();
   });
 
-  const count = async (type: string) => {
+  /** Outbox rows of a type for the Application, and how many distinct bodies they carry. */
+  const count = async (applicationId: number, type: string) => {
     const [row] = await a.node.db.query<{ n: number; ids: number }>(
-      `SELECT count(*)::int AS n, count(DISTINCT body)::int AS ids FROM outbox WHERE notification_type = $1`,
-      [type],
+      `SELECT count(*)::int AS n, count(DISTINCT body)::int AS ids FROM outbox WHERE application_id = $1 AND notification_type = $2`,
+      [applicationId, type],
     );
     return row!;
   };
@@ -85,7 +86,7 @@ describe.runIf(postgresUp)('background notifications with two nodes on one Postg
     // A job evaluates the campaigns as they are when it runs: the sync's job may already see the
     // campaign disabled, the campaign change's job always does.
     for (const x of all.filter((y) => y.event.type === 'campaign_change')) for (const item of x.items) expect(item.strikethroughPrice).toBe(10);
-    expect(await count('StrikethroughPrice')).toEqual({ n: 6, ids: 6 });
+    expect(await count(shop.applicationId, 'StrikethroughPrice')).toEqual({ n: 6, ids: 6 });
     const jobs = await a.node.db.query<{ event: string; state: string; done_batches: number }>(
       `SELECT event, state, done_batches FROM strikethrough_jobs WHERE application_id = $1 ORDER BY id`,
       [shop.applicationId],
@@ -102,6 +103,41 @@ describe.runIf(postgresUp)('background notifications with two nodes on one Postg
     );
     expect(order!.ok).toBe(true);
   }, 120_000);
+
+  it('notifies each tier crossing once when closes on both nodes add points to one ledger at once', async () => {
+    const shop = await longKey(a, await setupShop(a.url, a.admin, { ruleset: noopRuleset }));
+    const pid = (
+      await createProgram(a.admin, shop.applicationId, {
+        tiers: [
+          { name: 'Silver', minPoints: 100 },
+          { name: 'Gold', minPoints: 250 },
+        ],
+      })
+    ).id;
+    await addCampaign(a.admin, shop.applicationId, [rule(true, [['addLoyaltyPoints', pid, 30, { name: 'visit' }]], 'earn')]);
+    await subscribe(a.admin, rx, shop.applicationId, '/pg-tiers', LOYALTY_TYPES);
+    const onB = createIntegrationClient({ baseUrl: b.url, apiKey: shop.apiKey, retries: 0 });
+    const closes = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        (i % 2 === 0 ? shop.integration : onB).PUT('/v2/customer_sessions/{customerSessionId}', {
+          params: { path: { customerSessionId: `race-${i}` } },
+          body: { customerSession: { profileId: 'racer', state: 'closed', cartItems: [{ sku: 'x', quantity: 1, price: 1 }] } as never },
+        }),
+      ),
+    );
+    expect(closes.map((r) => r.response.status)).toEqual(closes.map(() => 200));
+    await waitForNotifications(rx, '/pg-tiers', 10, 'LoyaltyPointsAdded', 20_000);
+    await waitForNotifications(rx, '/pg-tiers', 2, 'TierUpgrade', 20_000);
+    await sleep(500);
+    const upgrades = notificationsAt(rx, '/pg-tiers', 'TierUpgrade').map((n) => n.body);
+    expect(upgrades.map((u) => [u.OldTier?.Name ?? null, u.NewTier.Name, u.ActivePoints])).toEqual([
+      [null, 'Silver', 120],
+      ['Silver', 'Gold', 270],
+    ]);
+    expect(notificationsAt(rx, '/pg-tiers', 'LoyaltyPointsAdded').map((n) => n.body.Amount)).toEqual(Array(10).fill(30));
+    expect(notificationsAt(rx, '/pg-tiers', 'TierDowngrade')).toEqual([]);
+    expect(await count(shop.applicationId, 'TierUpgrade')).toEqual({ n: 2, ids: 2 });
+  }, 60_000);
 
   it('announces each expiring grant once and each tier crossing once while both schedulers and more rounds race', async () => {
     const shop = await longKey(a, await setupShop(a.url, a.admin, { ruleset: noopRuleset }));
@@ -135,9 +171,9 @@ describe.runIf(postgresUp)('background notifications with two nodes on one Postg
     await race();
     await sleep(300);
 
-    expect(await count('LoyaltyPointsExpiring')).toEqual({ n: 24, ids: 24 });
-    expect(await count('TierUpgrade')).toEqual({ n: 24, ids: 24 });
-    expect(await count('TierDowngrade')).toEqual({ n: 24, ids: 24 });
+    expect(await count(shop.applicationId, 'LoyaltyPointsExpiring')).toEqual({ n: 24, ids: 24 });
+    expect(await count(shop.applicationId, 'TierUpgrade')).toEqual({ n: 24, ids: 24 });
+    expect(await count(shop.applicationId, 'TierDowngrade')).toEqual({ n: 24, ids: 24 });
     const expiring = notificationsAt(rx, '/pg-loyalty', 'LoyaltyPointsExpiring').map((n) => n.body);
     expect(new Set(expiring.map((x) => x.ProfileIntegrationID))).toEqual(new Set(profiles));
     for (const n of notificationsAt(rx, '/pg-loyalty')) expect(contractErrors(n.type, n.body)).toEqual([]);

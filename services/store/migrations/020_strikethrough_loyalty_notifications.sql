@@ -40,7 +40,8 @@ CREATE TABLE strikethrough_jobs (
   CHECK ((event = 'catalog_sync') = (catalog_id IS NOT NULL AND version IS NOT NULL))
 );
 CREATE INDEX strikethrough_jobs_due ON strikethrough_jobs (lease_until) WHERE state IN ('pending', 'running');
-CREATE INDEX strikethrough_jobs_pending_change ON strikethrough_jobs (application_id, campaign_id) WHERE state = 'pending';
+-- An Application's unfinished jobs: a job starts after those before it; a change finds a job waiting.
+CREATE INDEX strikethrough_jobs_application ON strikethrough_jobs (application_id, id) WHERE state IN ('pending', 'running');
 
 -- Price records of an Application (sessions, strikethrough evaluations) are its own; those of a
 -- catalog sync (application_id null) belong to every Application subscribing to the catalog.
