@@ -810,7 +810,7 @@ export interface components {
             ActivePoints: number;
             /**
              * Format: date-time
-             * @description When the crossing was found (by the change
+             * @description The time of the change that found the crossing (its request's), or of the scheduler round that did for points that became active or expired.
              */
             Timestamp: string;
         };

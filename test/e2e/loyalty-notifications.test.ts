@@ -284,6 +284,17 @@ describe('loyalty notifications (PGlite, controllable clock)', () => {
     expect(rows).toEqual([{ application_id: b.applicationId, n: 1 }]);
   });
 
+  it('shows the program’s expiringPointsNotice (default 7D), changes it, and refuses one that is not a duration', async () => {
+    const made = await createProgram(t.admin, shop.applicationId);
+    expect(made.expiringPointsNotice).toBe('7D');
+    const path = { params: { path: { programID: made.id } } };
+    expect(unwrap(await t.admin.PUT('/v1/loyalty_programs/{programID}', { ...path, body: { expiringPointsNotice: '36h' } })).expiringPointsNotice).toBe('36h');
+    expect(unwrap(await t.admin.GET('/v1/loyalty_programs/{programID}', path)).expiringPointsNotice).toBe('36h');
+    const bad = await t.admin.PUT('/v1/loyalty_programs/{programID}', { ...path, body: { expiringPointsNotice: '3 days' } as never });
+    expect(bad.response.status).toBe(400);
+    expect((bad.error as { errors: Array<{ source: { pointer: string } }> }).errors[0]!.source.pointer).toBe('/expiringPointsNotice');
+  });
+
   it('activates pending points by the scheduler, which notifies the tier they reach once', async () => {
     unwrap(await touch(shop.integration, 'eve'));
     unwrap(await addPoints('eve', { points: 120, name: 'later', pendingDuration: '1D' }));
