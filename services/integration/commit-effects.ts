@@ -593,7 +593,9 @@ const counterKey = (k: LoyaltyCounter): LedgerKey =>
  * did not cover, so when they are gone now (a concurrent close spent them) the commit is retried
  * with fresh facts. In a program that allows a negative balance, a deduction always applies and
  * what the points do not cover is a debt. Every ledger is settled (expiry, debts) first and its
- * debts paid from new active points last.
+ * debts paid from new active points last. Then, for programs whose Applications subscribe to
+ * them, LoyaltyPointsAdded / Deducted for each change and a check of each main ledger's tier
+ * against the tier last notified, still under the ledgers' locks.
  */
 async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<{ counters: CounterEntry[]; entries: LedgerWrite[]; outbound: number }> {
   const none = { counters: [], entries: [], outbound: 0 };
@@ -752,7 +754,8 @@ export interface LedgerEntrySink {
  * already spent stay spent, except in a program that allows a negative balance, where the rest
  * is taken from the other active points and then becomes a debt. A deduction: its debt shrinks
  * first, then the points go back to the grants they came from (latest expiry first), and the
- * subtraction shrinks or disappears.
+ * subtraction shrinks or disappears. Either is added to `changes` as the opposite change
+ * (rollbackCounters notifies them with reason `rollback`).
  */
 async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number, now: Date, sink: LedgerEntrySink | undefined, changes: PointsChange[]): Promise<void> {
   const key = counterKey(k);
