@@ -61,6 +61,10 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
       chunkSize: int('COUPON_JOB_CHUNK_SIZE'),
       leaseMs: int('COUPON_JOB_LEASE_MS'),
     },
+    strikethroughJobs: {
+      pollMs: int('STRIKETHROUGH_JOB_POLL_MS'),
+      leaseMs: int('STRIKETHROUGH_JOB_LEASE_MS'),
+    },
   };
   // Leave unset options out so each component's documented default applies.
   for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];
@@ -72,6 +76,9 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
   }
   for (const k of Object.keys(opts.couponJobs!) as Array<keyof NonNullable<NodeOptions['couponJobs']>>) {
     if (opts.couponJobs![k] === undefined) delete opts.couponJobs![k];
+  }
+  for (const k of Object.keys(opts.strikethroughJobs!) as Array<keyof NonNullable<NodeOptions['strikethroughJobs']>>) {
+    if (opts.strikethroughJobs![k] === undefined) delete opts.strikethroughJobs![k];
   }
   return opts;
 }

@@ -6,7 +6,21 @@ import { ActorHost, createLocalIntegrationPort, integrationActorHandlers } from 
 import { createEdgeApp, loadOperations, RateLimiter, rateLimited, type RateLimitOptions, type Readiness } from '../services/edge/index.js';
 import { createEvaluator, type EvaluatorOptions } from '../services/engine/index.js';
 import { startGrpcServer, type RunningGrpcServer } from '../services/grpc/index.js';
-import { AchievementService, AudienceService, CatalogService, EventService, LoyaltyService, ProfileService, settleDueLedgers, ReferralService, ReservationService, SessionService, SnapshotCache } from '../services/integration/index.js';
+import {
+  AchievementService,
+  AudienceService,
+  CatalogService,
+  EventService,
+  LoyaltyService,
+  ProfileService,
+  settleDueLedgers,
+  ReferralService,
+  ReservationService,
+  SessionService,
+  SnapshotCache,
+  StrikethroughJobRunner,
+  type StrikethroughJobRunnerOptions,
+} from '../services/integration/index.js';
 import {
   AccessLogWriter,
   ApiKeyResolver,
@@ -68,7 +82,10 @@ export interface NodeOptions {
   logLevel?: LogLevel;
   logger?: Logger;
   clock?: Clock;
-  /** How often the loyalty scheduler writes off expired points (ms; default 5000). */
+  /**
+   * How often the loyalty scheduler runs (ms; default 5000): expired points written off, debts
+   * paid, LoyaltyPointsExpiring announcements, tier changes of points that became active or expired.
+   */
   loyaltySchedulerMs?: number;
   /** Integration API token bucket per API key (default 1000/s, burst 2000; ratePerSecond 0 disables). */
   rateLimit?: RateLimitOptions;
@@ -93,6 +110,8 @@ export interface NodeOptions {
   outbox?: Omit<OutboxDispatcherOptions, 'db' | 'clock' | 'logger' | 'userAgent'>;
   /** Asynchronous coupon creation (see CouponJobRunnerOptions: pollMs, chunkSize, leaseMs, maxAttempts, backoffMs). */
   couponJobs?: Omit<CouponJobRunnerOptions, 'ctx' | 'nodeId'>;
+  /** Strikethrough pricing jobs (see StrikethroughJobRunnerOptions: pollMs, leaseMs, maxAttempts, backoffMs, batchSize). */
+  strikethroughJobs?: Pick<StrikethroughJobRunnerOptions, 'pollMs' | 'leaseMs' | 'maxAttempts' | 'backoffMs' | 'batchSize'>;
   /** Access log batching (see AccessLogWriterOptions); false: API requests are not logged. */
   accessLog?: Omit<AccessLogWriterOptions, 'db' | 'logger'> | false;
   /** Test hook, see ActorHostOptions.beforeRun. */
@@ -146,13 +165,6 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     }, options.statsFoldMs ?? 1000);
     folding.unref();
     cleanups.push(() => clearInterval(folding));
-    // The loyalty scheduler (issue 6, area J): expired points are written off without a request.
-    const settling = setInterval(() => {
-      settleDueLedgers(db, clock.now()).catch((e: unknown) => logger.debug('loyalty expiry settlement failed', { error: String(e) }));
-    }, options.loyaltySchedulerMs ?? 5000);
-    settling.unref();
-    cleanups.push(() => clearInterval(settling));
-
     let nc: NatsConnection | undefined;
     let events: ConfigEvents;
     const prefix = options.clusterName ?? 'perkline';
@@ -187,6 +199,13 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     outbox.start();
     cleanups.push(() => outbox.stop());
     const outboundWritten = () => outbox.wake();
+    // The loyalty scheduler (issue 6, area J; issue 7): expired points are written off, and the
+    // notifications that time alone causes (expiring points, tiers) written, without a request.
+    const settling = setInterval(() => {
+      settleDueLedgers(db, clock.now(), { outboundWritten }).catch((e: unknown) => logger.debug('loyalty scheduler round failed', { error: String(e) }));
+    }, options.loyaltySchedulerMs ?? 5000);
+    settling.unref();
+    cleanups.push(() => clearInterval(settling));
     const management: ManagementContext = {
       db,
       events,
@@ -210,6 +229,16 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     cleanups.push(() => evaluator.close());
     const snapshots = new SnapshotCache({ db, events });
     cleanups.push(() => snapshots.close());
+    // Every node works the strikethrough jobs; the node of a sync wakes its runner, and a campaign
+    // change wakes the runner of every node that hears of it.
+    const strikethrough = new StrikethroughJobRunner({ db, clock, logger, nodeId, snapshots, evaluator, eventPrefix: options.eventPrefix, outboundWritten, ...options.strikethroughJobs });
+    strikethrough.start();
+    cleanups.push(() => strikethrough.stop());
+    cleanups.push(
+      events.subscribe((change) => {
+        if (change.kind === 'campaigns') strikethrough.wake();
+      }),
+    );
     const sessions = new SessionService({ db, snapshots, evaluator, clock, eventPrefix: options.eventPrefix, logger, outboundWritten });
     const actors = new ActorHost({
       beforeRun: options.actorBeforeRun,
@@ -288,7 +317,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         achievements: new AchievementService(db, clock),
         loyalty: new LoyaltyService(db, clock),
         audiences: new AudienceService(db, clock),
-        catalogs: new CatalogService(db, clock),
+        catalogs: new CatalogService(db, clock, () => strikethrough.wake()),
       }),
       nodeId,
       shardOf: (k) => shardMap.shardOf(k),

@@ -951,6 +951,7 @@ export interface components {
             strictEndDate: boolean;
             /** @enum {string} */
             timeframeEndDateType?: "strict" | "price" | "sale";
+            /** @description Whose prices: `everyone` (default; catalog prices, cart prices and the prices strikethrough evaluations found for an anonymous customer) or `audience` with `audienceID` (the prices strikethrough evaluations found for members of the audience). */
             target?: {
                 /** @enum {string} */
                 targetType?: "everyone" | "audience";
@@ -964,11 +965,27 @@ export interface components {
             observedAt: string;
             contextId: string;
             price: number;
+            /** @description Empty for a price a catalog sync set or a cart carried; for a price a strikethrough evaluation found, the campaigns that lowered it and the base price it started from. */
             metadata: {
-                [key: string]: unknown;
+                influencingCampaignDetails?: {
+                    campaignId: number;
+                    /** @description What the campaign's item discounts took off the price. */
+                    discountValue: number;
+                }[];
+                adjustmentDetails?: {
+                    /** @description The catalog item the price starts from: catalog:<catalogId>. */
+                    referenceId: string;
+                    /** @description `catalog`: this engine has no other price types. */
+                    selectedPriceType: string;
+                    /** @description The catalog price before the discounts. */
+                    value: number;
+                };
             };
+            /** @description Whom the price is for. `everyone` (an anonymous customer) or the members of one audience. */
             target: {
-                [key: string]: unknown;
+                /** @enum {string} */
+                type: "everyone" | "audience";
+                audienceID?: number;
             };
         };
         LoyaltyLedgerBalances: {

@@ -1328,6 +1328,8 @@ export interface components {
             usersPerCardLimit?: number;
             /** @description (ext) A deduction larger than the active balance applies: what the active points do not cover is a debt (the ledger's negativeBalance), paid by points as they become active before they can be spent. Default false: such a deduction is refused. */
             allowNegativeBalance?: boolean;
+            /** @description (ext) How long before their expiry the points of a grant are announced by a LoyaltyPointsExpiring notification (once per grant; default 7D). */
+            expiringPointsNotice?: components["schemas"]["Duration"];
         };
         NewLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"] & unknown;
         UpdateLoyaltyProgram: components["schemas"]["LoyaltyProgramFields"];
@@ -1638,11 +1640,27 @@ export interface components {
             observedAt: string;
             contextId: string;
             price: number;
+            /** @description Empty for a price a catalog sync set or a cart carried; for a price a strikethrough evaluation found, the campaigns that lowered it and the base price it started from. */
             metadata: {
-                [key: string]: unknown;
+                influencingCampaignDetails?: {
+                    campaignId: number;
+                    /** @description What the campaign's item discounts took off the price. */
+                    discountValue: number;
+                }[];
+                adjustmentDetails?: {
+                    /** @description The catalog item the price starts from: catalog:<catalogId>. */
+                    referenceId: string;
+                    /** @description `catalog`: this engine has no other price types. */
+                    selectedPriceType: string;
+                    /** @description The catalog price before the discounts. */
+                    value: number;
+                };
             };
+            /** @description Whom the price is for. `everyone` (an anonymous customer) or the members of one audience. */
             target: {
-                [key: string]: unknown;
+                /** @enum {string} */
+                type: "everyone" | "audience";
+                audienceID?: number;
             };
         };
         NewLoyaltyCard: {

@@ -310,6 +310,234 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    StrikethroughPrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Strikethrough prices of catalog items, after a catalog sync or a campaign change (batches of at most 1000 items) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["StrikethroughPriceNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    LoyaltyPointsAdded: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Points added to a ledger (rule engine, Management API, or a rollback giving deducted points back) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["LoyaltyPointsChangedNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    LoyaltyPointsDeducted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Points deducted from a ledger (rule engine, Management API, or a rollback taking added points back) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["LoyaltyPointsChangedNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    LoyaltyPointsExpiring: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A grant's points expire soon (sent once per grant, the program's expiringPointsNotice before its expiry) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["LoyaltyPointsExpiringNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    TierUpgrade: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A ledger's active balance reached a higher tier */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["TierChangedNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    TierDowngrade: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A ledger's active balance fell to a lower tier (or below the first) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["TierChangedNotification"];
+                };
+            };
+            responses: {
+                /** @description Received */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -479,6 +707,116 @@ export interface components {
             CampaignID: number;
             /** @description Coupons deleted. */
             TotalResultSize: number;
+        };
+        /** @description One batch of the items a change re-priced for one Application. Each item was evaluated as a cart of one line (quantity 1, the catalog price) of an anonymous customer against the Application's campaigns as they were at `evaluatedAt`. */
+        StrikethroughPriceNotification: {
+            /** @constant */
+            NotificationType: "StrikethroughPrice";
+            applicationId: number;
+            /** @description This batch, from 1. */
+            currentBatch: number;
+            /** @description Batches of this change (fixed when its evaluation starts). */
+            totalBatches: number;
+            event: {
+                /** @enum {string} */
+                type: "catalog_sync" | "campaign_change";
+                /** @description catalog_sync: the version the sync gave the catalog. */
+                version?: number;
+                /** @description campaign_change: the campaign created, edited, changing state or ruleset, or deleted. */
+                campaignId?: number;
+            };
+            items: components["schemas"]["StrikethroughItem"][];
+        };
+        StrikethroughItem: {
+            sku: string;
+            catalogId: number;
+            /** @description The catalog price. */
+            price: number;
+            /** @description The price less the item discounts (setDiscountPerItem effects on the line) that apply to it; cart-level discounts (setDiscount, setDiscountPerAdditionalCost) depend on the whole cart and do not count. */
+            strikethroughPrice: number;
+            /** @description The effects that lowered the price (setDiscountPerItem), as the Integration API shows effects. */
+            effects: {
+                campaignId: number;
+                rulesetId: number;
+                ruleIndex: number;
+                ruleName: string;
+                /** @constant */
+                effectType: "setDiscountPerItem";
+                props: Record<string, never>;
+            }[];
+            /** Format: date-time */
+            evaluatedAt: string;
+        };
+        LoyaltyNotificationBase: {
+            ProgramID: number;
+            /** @description The profile of the ledger; in a card-based program, the profile whose session, event or profile update changed the card's ledger ('' when none did: the Management API, the scheduler). */
+            ProfileIntegrationID: string;
+            /** @description Card-based programs only; the card whose ledger changed. */
+            CardIdentifier?: string;
+        };
+        LoyaltyPointsChangedNotification: components["schemas"]["LoyaltyNotificationBase"] & {
+            /** @enum {unknown} */
+            NotificationType?: "LoyaltyPointsAdded" | "LoyaltyPointsDeducted";
+            /** @description '' for the program's main ledger. */
+            SubLedgerID: string;
+            Amount: number;
+            /** @description The effect's name (its type without one), the Management API's `name`, or `rollback` (a cancel, reopen or return). */
+            Reason: string;
+            /** @enum {string} */
+            TypeOfChange: "management_api" | "rule_engine";
+            /** @description The Management API user's name; '' for the rule engine. */
+            EmployeeName: string;
+            /** @description The Management API user. */
+            UserID?: number;
+            /** @description The session (or an event's session) whose effects changed the points; '' for the Management API. */
+            SessionIntegrationID: string;
+            /** @description The ledger transaction (for a deduction given back */
+            TransactionID: number;
+            /**
+             * Format: date-time
+             * @description LoyaltyPointsAdded of new points; after Created while they are pending.
+             */
+            StartDate?: string;
+            /**
+             * Format: date-time
+             * @description LoyaltyPointsAdded of new points; null when they never expire.
+             */
+            ExpiryDate?: string | null;
+            /** Format: date-time */
+            Created: string;
+        };
+        LoyaltyPointsExpiringNotification: components["schemas"]["LoyaltyNotificationBase"] & {
+            /** @constant */
+            NotificationType?: "LoyaltyPointsExpiring";
+            SubLedgerID: string;
+            /** @description What is left of the grant (the points that will expire unless spent). */
+            Amount: number;
+            /** @description The grant's name. */
+            Reason: string;
+            /** Format: date-time */
+            StartDate: string;
+            /** Format: date-time */
+            ExpiryDate: string;
+            /** @description The grant. */
+            TransactionID: number;
+        };
+        TierChangedNotification: components["schemas"]["LoyaltyNotificationBase"] & {
+            /** @enum {unknown} */
+            NotificationType?: "TierUpgrade" | "TierDowngrade";
+            /** @description The tier last notified (null: none, below the first tier). */
+            OldTier: components["schemas"]["TierView"];
+            NewTier: components["schemas"]["TierView"];
+            /** @description The main ledger's active balance (less any debt) that gives the new tier. */
+            ActivePoints: number;
+            /**
+             * Format: date-time
+             * @description The time of the change that found the crossing (its request's), or of the scheduler round that did for points that became active or expired.
+             */
+            Timestamp: string;
+        };
+        TierView: null | {
+            Name: string;
+            MinPoints: number;
         };
     };
     responses: never;

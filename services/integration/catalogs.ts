@@ -14,7 +14,7 @@
 // and each run is applied to what the run before it left, in one statement of chained CTEs.
 import type { CatalogSyncCall, BestPriorPriceCall, JsonObject } from '../actors/port.js';
 import { AppError, badRequest, notFound, type Clock } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+import { queueStrikethroughJobs, type Db, type Queryable } from '../store/index.js';
 import { withTotals, type SessionRecord } from './session-model.js';
 
 export type CatalogActionType = 'ADD' | 'PATCH' | 'PATCH_MANY' | 'REMOVE' | 'REMOVE_MANY';
@@ -151,8 +151,8 @@ function removeManySql(catalogId: number, actions: readonly FilterAction[]): [st
  * action of the run whose filters it matches, in action order. The update writes the items some
  * action matched.
  */
-function patchManySql(catalogId: number, actions: readonly FilterAction[], now: string): [string, unknown[]] {
-  const params: unknown[] = [catalogId, now];
+function patchManySql(catalogId: number, actions: readonly FilterAction[], now: string, version: number): [string, unknown[]] {
+  const params: unknown[] = [catalogId, now, version];
   const pointer = (a: FilterAction) => `/actions/${a.index}/payload/filters`;
   const runs: FilterAction[][] = [];
   let written = new Set<string>();
@@ -179,7 +179,7 @@ function patchManySql(catalogId: number, actions: readonly FilterAction[], now: 
   });
   return [
     `WITH ${steps.join(',\n')}
-     UPDATE catalog_items i SET attributes = f.a, modified = $2::timestamptz
+     UPDATE catalog_items i SET attributes = f.a, modified = $2::timestamptz, version = $3::int
        FROM s${runs.length - 1} f
       WHERE i.catalog_id = $1 AND i.sku = f.sku AND f.hit`,
     params,
@@ -187,9 +187,14 @@ function patchManySql(catalogId: number, actions: readonly FilterAction[], now: 
 }
 
 export class CatalogService {
+  /**
+   * @param strikethroughQueued called after a sync queued strikethrough jobs (the node wakes its
+   * job runner rather than waiting for its next poll)
+   */
   constructor(
     private readonly db: Db,
     private readonly clock: Clock = { now: () => new Date() },
+    private readonly strikethroughQueued: () => void = () => {},
   ) {}
 
   /** PUT /v1/catalogs/{catalogId}/sync */
@@ -219,7 +224,7 @@ export class CatalogService {
       }
     });
     const now = this.clock.now().toISOString();
-    return this.db.transaction(async (tx) => {
+    const result = await this.db.transaction(async (tx) => {
       const [catalog] = await tx.query(
         `SELECT c.* FROM catalogs c
           WHERE c.id = $1 AND c.account_id = $2
@@ -249,10 +254,11 @@ export class CatalogService {
           const taken = actions.findIndex((a) => existing.has(a.payload!.sku!) && a.payload!.replaceIfExists !== true);
           if (taken >= 0) throw conflict(`SKU ${JSON.stringify(actions[taken]!.payload!.sku)} is already in the catalog; set replaceIfExists to replace it`, `${at(taken)}/sku`);
           await tx.query(
-            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified)
-             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
-             ON CONFLICT (catalog_id, sku) DO UPDATE SET price = EXCLUDED.price, attributes = EXCLUDED.attributes, product = EXCLUDED.product, modified = EXCLUDED.modified`,
-            [call.catalogId, now, JSON.stringify(actions.map(item))],
+            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified, version)
+             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz, $4 FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
+             ON CONFLICT (catalog_id, sku) DO UPDATE SET price = EXCLUDED.price, attributes = EXCLUDED.attributes, product = EXCLUDED.product, modified = EXCLUDED.modified,
+               version = EXCLUDED.version`,
+            [call.catalogId, now, JSON.stringify(actions.map(item)), version],
           );
           break;
         }
@@ -261,11 +267,12 @@ export class CatalogService {
           if (missing >= 0) throw notFoundAt(`SKU ${JSON.stringify(actions[missing]!.payload!.sku)} is not in the catalog; set createIfNotExists to create it`, `${at(missing)}/sku`);
           // A missing item is created as sent; a stored one keeps what the patch leaves out.
           await tx.query(
-            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified)
-             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
+            `INSERT INTO catalog_items (catalog_id, sku, price, attributes, product, created, modified, version)
+             SELECT $1::int, x.sku, x.price, x.attributes, x.product, $2::timestamptz, $2::timestamptz, $4 FROM jsonb_to_recordset($3::jsonb) AS x(sku text, price numeric, attributes jsonb, product jsonb)
              ON CONFLICT (catalog_id, sku) DO UPDATE SET price = COALESCE(EXCLUDED.price, catalog_items.price),
-               attributes = catalog_items.attributes || EXCLUDED.attributes, product = COALESCE(EXCLUDED.product, catalog_items.product), modified = EXCLUDED.modified`,
-            [call.catalogId, now, JSON.stringify(actions.map(item))],
+               attributes = catalog_items.attributes || EXCLUDED.attributes, product = COALESCE(EXCLUDED.product, catalog_items.product), modified = EXCLUDED.modified,
+               version = EXCLUDED.version`,
+            [call.catalogId, now, JSON.stringify(actions.map(item)), version],
           );
           break;
         }
@@ -275,7 +282,7 @@ export class CatalogService {
         case 'PATCH_MANY':
         case 'REMOVE_MANY':
           for (const group of filterGroups(actions.map((a, index) => ({ index, payload: a.payload ?? {} })))) {
-            const [sql, params] = type === 'PATCH_MANY' ? patchManySql(call.catalogId, group, now) : removeManySql(call.catalogId, group);
+            const [sql, params] = type === 'PATCH_MANY' ? patchManySql(call.catalogId, group, now, version) : removeManySql(call.catalogId, group);
             await tx.query(sql, params);
           }
           break;
@@ -292,13 +299,17 @@ export class CatalogService {
       }
       const [row] = await tx.query(`UPDATE catalogs SET version = $2, modified = $3 WHERE id = $1 RETURNING *`, [call.catalogId, version, now]);
       const apps = await tx.query<{ application_id: number }>(`SELECT application_id FROM catalog_applications WHERE catalog_id = $1 ORDER BY application_id`, [call.catalogId]);
-      return catalogSyncView(row!, apps.map((r) => r.application_id));
+      const queued = await queueStrikethroughJobs(tx, { type: 'catalog_sync', catalogId: call.catalogId, version }, now);
+      return { view: catalogSyncView(row!, apps.map((r) => r.application_id)), queued };
     });
+    if (result.queued > 0) this.strikethroughQueued();
+    return result.view;
   }
 
   /**
-   * POST /v1/best_prior_price: for each SKU, the lowest price observed (by the catalogs the
-   * Application subscribes to, or its own sessions) in the `timeframe` days before the window's
+   * POST /v1/best_prior_price: for each SKU, the lowest price observed for the target (by the
+   * catalogs the Application subscribes to, its own sessions and its strikethrough evaluations;
+   * an audience target only by the last) in the `timeframe` days before the window's
    * end; ties go to the latest record. The end is `timeframeEndDate` (`strict`), the last price
    * change of the SKU at or before it (`price`), or the last price reduction at or before it
    * (`sale`); with `price` and `sale` the change itself is outside the window. Without
@@ -363,7 +374,7 @@ export class CatalogService {
     return db.query(
       `SELECT * FROM price_records p
         WHERE p.account_id = $1 AND p.sku = ANY($2::text[]) AND p.observed_at <= $3
-          AND (p.application_id = $4 OR EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $4))
+          AND (p.application_id = $4 OR (p.application_id IS NULL AND EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $4)))
           AND p.target ->> 'type' = $5 AND ($6::int IS NULL OR (p.target ->> 'audienceID')::int = $6)
         ORDER BY p.observed_at, p.id`,
       [accountId, skus, end.toISOString(), applicationId, targetType, audienceId ?? null],

@@ -7,17 +7,24 @@ import { randomBytes } from 'node:crypto';
 import { addExact, AppError } from '../shared/index.js';
 import {
   addDuration,
+  checkTier,
   couponNotificationPages,
   couponView,
   enqueueNotifications,
   enqueueOutbound,
   grantPoints,
   lockLedger,
+  loyaltySubscriptions,
+  notifyPointsChanges,
   payDebts,
   referralView,
   settleLedger,
   spendPoints,
+  subscribedLoyaltyTypesSql,
+  subscribes,
   type LedgerKey,
+  type LoyaltySubscriptions,
+  type PointsChange,
   type Queryable,
 } from '../store/index.js';
 import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './facts.js';
@@ -305,10 +312,12 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   counters.push(...(await commitAchievementProgress(tx, c.app.id, c.profileId, c.effects, c.now)));
   // Loyalty points added and deducted (issue 6, area J), ledgers locked in a fixed order.
   const ledgerEntries: LedgerWrite[] = [];
+  let loyaltyNotifications = 0;
   if (plan.loyalty.length > 0) {
     const loyalty = await commitLoyalty(tx, c, plan.loyalty);
     counters.push(...loyalty.counters);
     ledgerEntries.push(...loyalty.entries);
+    loyaltyNotifications = loyalty.outbound;
   }
 
   // Created coupons and referrals become real.
@@ -372,7 +381,7 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   // Campaign statistics.
   for (const entry of plan.stats) counters.push({ t: 'stats', ...entry });
   await appendStats(tx, plan.stats, c.now);
-  return { counters, createdCoupons, createdReferrals, ledgerEntries, outbound: outbound.length + notifications };
+  return { counters, createdCoupons, createdReferrals, ledgerEntries, outbound: outbound.length + notifications + loyaltyNotifications };
 }
 
 /** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */
@@ -427,6 +436,7 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
   // writes it and its own ledger.
   const ledgers = new Map(counters.filter((k): k is LoyaltyCounter => k.t === 'loyalty').map((k) => [keyOf(counterKey(k)), counterKey(k)]));
   let ledgersLocked = false;
+  const changes: PointsChange[] = [];
   for (const k of counters) {
     if (k.t === 'loyalty' && !ledgersLocked) {
       for (const key of [...ledgers.keys()].sort()) await lockLedger(tx, ledgers.get(key)!, { integrationId: '', now: options.now ?? new Date(), create: false });
@@ -472,7 +482,7 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
         break;
       case 'loyalty': {
         const amount = back(k.amount);
-        if (amount > 0) await rollbackLoyalty(tx, k, amount, options.now ?? new Date(), options.ledger);
+        if (amount > 0) await rollbackLoyalty(tx, k, amount, options.now ?? new Date(), options.ledger, changes);
         if (keep && k.amount - amount > 0) remaining.push({ ...k, amount: addExact(k.amount, -amount) });
         break;
       }
@@ -487,6 +497,16 @@ export async function rollbackCounters(tx: Queryable, counters: readonly Counter
     }
   }
   await appendStats(tx, stats, undefined);
+  if (ledgers.size > 0) {
+    const now = options.now ?? new Date();
+    const subs = await loyaltySubscriptions(tx, [...ledgers.values()].map((k) => k.programId));
+    let outbound = await notifyPointsChanges(tx, changes, subs, now);
+    for (const key of [...ledgers.keys()].sort()) {
+      const k = ledgers.get(key)!;
+      if (subscribes(subs, k.programId, 'TierUpgrade', 'TierDowngrade')) outbound += await checkTier(tx, k, now, k.cardId !== undefined ? (options.ledger?.profileId ?? '') : '');
+    }
+    if (options.ledger) options.ledger.outbound = (options.ledger.outbound ?? 0) + outbound;
+  }
   return remaining;
 }
 
@@ -573,16 +593,30 @@ const counterKey = (k: LoyaltyCounter): LedgerKey =>
  * did not cover, so when they are gone now (a concurrent close spent them) the commit is retried
  * with fresh facts. In a program that allows a negative balance, a deduction always applies and
  * what the points do not cover is a debt. Every ledger is settled (expiry, debts) first and its
- * debts paid from new active points last.
+ * debts paid from new active points last. Then, for programs whose Applications subscribe to
+ * them, LoyaltyPointsAdded / Deducted for each change and a check of each main ledger's tier
+ * against the tier last notified, still under the ledgers' locks.
  */
-async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<{ counters: CounterEntry[]; entries: LedgerWrite[] }> {
-  const none = { counters: [], entries: [] };
+async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly Effect[]): Promise<{ counters: CounterEntry[]; entries: LedgerWrite[]; outbound: number }> {
+  const none = { counters: [], entries: [], outbound: 0 };
   const programIds = [...new Set(effects.map((e) => Number(e.props.programId)))].filter((id) => Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647);
   if (programIds.length === 0) return none;
   const programs = new Map(
     (
-      await tx.query<{ id: number; allow_subledger: boolean; default_pending: string; default_validity: string; card_based: boolean; allow_negative_balance: boolean }>(
-        `SELECT p.id, p.allow_subledger, p.default_pending, p.default_validity, p.card_based, p.allow_negative_balance FROM loyalty_programs p
+      await tx.query<{
+        id: number;
+        allow_subledger: boolean;
+        default_pending: string;
+        default_validity: string;
+        card_based: boolean;
+        allow_negative_balance: boolean;
+        notify: string[];
+      }>(
+        // The loyalty notification types subscribed for the program ride on this query: a close
+        // whose programs nobody watches writes no notification and reads nothing more.
+        `SELECT p.id, p.allow_subledger, p.default_pending, p.default_validity, p.card_based, p.allow_negative_balance,
+                ${subscribedLoyaltyTypesSql('p.id')} AS notify
+           FROM loyalty_programs p
            JOIN loyalty_program_applications a ON a.program_id = p.id AND a.application_id = $1
           WHERE p.account_id = $2 AND p.id = ANY($3::int[])`,
         [c.app.id, c.app.accountId, programIds],
@@ -642,6 +676,7 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
   }
   const counters: CounterEntry[] = [];
   const entries: LedgerWrite[] = [];
+  const changes: PointsChange[] = [];
   const created = c.now.toISOString();
   for (const { e, key, owner, card } of items) {
     const value = Number(e.props.value);
@@ -670,17 +705,38 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
       const id = await grantPoints(tx, key, { points: value, name, startDate, expiryDate, customerSessionId: c.sessionId, now: c.now });
       counters.push({ ...owned, kind: 'add', transactionId: id, amount: value });
       entries.push({ entry: { id, ...entry, amount: value, ...(expiryDate ? { expiryDate: expiryDate.toISOString() } : {}) }, written: true });
+      changes.push({ ...change(key, entry, c), notificationType: 'LoyaltyPointsAdded', amount: value, transactionId: id, startDate, expiryDate });
     } else {
       const id = await spendPoints(tx, key, { points: value, name, customerSessionId: c.sessionId, now: c.now, allowNegative: program.allow_negative_balance });
       if (id === null) throw new CommitRaceError(`loyalty balance of program ${key.programId}`);
       counters.push({ ...owned, kind: 'deduct', transactionId: id, amount: value });
       entries.push({ entry: { id, ...entry, amount: -value }, written: true });
+      changes.push({ ...change(key, entry, c), notificationType: 'LoyaltyPointsDeducted', amount: value, transactionId: id });
     }
   }
   // New active points pay the ledger's debts before anything else can spend them.
   for (const k of order) await payDebts(tx, ledgers.get(k)!.key, c.now);
-  return { counters, entries };
+  const subs: LoyaltySubscriptions = new Map([...programs.values()].filter((p) => p.notify.length > 0).map((p) => [Number(p.id), new Set(p.notify)]));
+  let outbound = subs.size === 0 ? 0 : await notifyPointsChanges(tx, changes, subs, c.now);
+  for (const k of order) {
+    const { key, card } = ledgers.get(k)!;
+    if (subscribes(subs, key.programId, 'TierUpgrade', 'TierDowngrade')) outbound += await checkTier(tx, key, c.now, card !== undefined ? c.profileId : '');
+  }
+  return { counters, entries, outbound };
 }
+
+/** What a commit's points changes share: the ledger, and who and what caused them. */
+const change = (key: LedgerKey, entry: Pick<LedgerEntry, 'profileId' | 'reason' | 'cardIdentifier'>, c: EffectsCommit) => ({
+  programId: key.programId,
+  subledgerId: key.subledgerId,
+  profileIntegrationId: entry.profileId,
+  ...(entry.cardIdentifier !== undefined ? { cardIdentifier: entry.cardIdentifier } : {}),
+  reason: entry.reason,
+  typeOfChange: 'rule_engine' as const,
+  employeeName: '',
+  sessionIntegrationId: c.sessionId,
+  created: c.now,
+});
 
 /** Where rollbackCounters reports the ledger entries its loyalty rollbacks make. */
 export interface LedgerEntrySink {
@@ -688,6 +744,8 @@ export interface LedgerEntrySink {
   /** The profile of the session rolled back: the entries of card ledgers name it. */
   profileId: string;
   accountId: number;
+  /** Set by the rollback: the loyalty notifications it wrote (the caller wakes the dispatcher after its commit). */
+  outbound?: number;
 }
 
 /**
@@ -696,20 +754,39 @@ export interface LedgerEntrySink {
  * already spent stay spent, except in a program that allows a negative balance, where the rest
  * is taken from the other active points and then becomes a debt. A deduction: its debt shrinks
  * first, then the points go back to the grants they came from (latest expiry first), and the
- * subtraction shrinks or disappears.
+ * subtraction shrinks or disappears. Either is added to `changes` as the opposite change
+ * (rollbackCounters notifies them with reason `rollback`).
  */
-async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number, now: Date, sink: LedgerEntrySink | undefined): Promise<void> {
+async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number, now: Date, sink: LedgerEntrySink | undefined, changes: PointsChange[]): Promise<void> {
   const key = counterKey(k);
   if (!(await lockLedger(tx, key, { integrationId: '', now, create: false }))) return;
   await settleLedger(tx, key, now);
-  const [ledger] = await tx.query<{ integration_id: string; allow_negative_balance: boolean; card: string | null; subtraction: boolean }>(
+  const [ledger] = await tx.query<{ integration_id: string; allow_negative_balance: boolean; card: string | null; subtraction: boolean; session: string | null }>(
     `SELECT l.integration_id, p.allow_negative_balance, (SELECT identifier FROM loyalty_cards WHERE id = l.card_id) AS card,
-            EXISTS (SELECT 1 FROM loyalty_transactions WHERE id = $4 AND type = 'subtraction') AS subtraction
+            EXISTS (SELECT 1 FROM loyalty_transactions WHERE id = $4 AND type = 'subtraction') AS subtraction,
+            (SELECT customer_session_id FROM loyalty_transactions WHERE id = $4) AS session
        FROM loyalty_ledgers l JOIN loyalty_programs p ON p.id = l.program_id
       WHERE l.program_id = $1 AND ${key.cardId !== undefined ? 'l.card_id' : 'l.profile_id'} = $2 AND l.subledger_id = $3`,
     [key.programId, key.cardId ?? key.profileId, key.subledgerId, k.transactionId],
   );
-  const entry = (id: number, points: number, referenceId: number, written: boolean) =>
+  // A rollback of an addition is a deduction, and the other way round: notified as such, reason `rollback`.
+  const notify = (id: number, points: number) =>
+    changes.push({
+      notificationType: points > 0 ? 'LoyaltyPointsAdded' : 'LoyaltyPointsDeducted',
+      programId: k.programId,
+      subledgerId: k.subledgerId,
+      profileIntegrationId: ledger?.card ? (sink?.profileId ?? '') : (ledger?.integration_id ?? ''),
+      ...(ledger?.card ? { cardIdentifier: ledger.card } : {}),
+      amount: Math.abs(points),
+      reason: 'rollback',
+      typeOfChange: 'rule_engine',
+      employeeName: '',
+      sessionIntegrationId: ledger?.session ?? '',
+      transactionId: id,
+      created: now,
+    });
+  const entry = (id: number, points: number, referenceId: number, written: boolean) => {
+    notify(id, points);
     sink?.entries.push({
       entry: {
         id,
@@ -725,6 +802,7 @@ async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number,
       },
       written,
     });
+  };
   if (k.kind === 'add') {
     if (ledger?.allow_negative_balance) {
       const [g] = await tx.query<{ customer_session_id: string }>(`SELECT customer_session_id FROM loyalty_transactions WHERE id = $1`, [k.transactionId]);

@@ -1,6 +1,6 @@
 // One evaluation of an Application's campaigns for a session, a profile update or an event:
 // snapshot and facts in, the engine's result out (with the facts, which the commit needs).
-import type { EvaluationInput, EvaluationResult } from '../engine/index.js';
+import type { EvaluationFacts, EvaluationInput, EvaluationResult } from '../engine/index.js';
 import { silentLogger, systemClock, uuid, type Clock, type Logger } from '../shared/index.js';
 import type { Db, Queryable } from '../store/index.js';
 import type { AppRef, JsonObject } from '../actors/port.js';
@@ -9,7 +9,7 @@ import { withIdempotency, type IdempotencyScope } from './idempotency.js';
 import { loadFacts, type LoadedFacts } from './facts.js';
 import { profileRoot, type ProfileRecord } from './repository.js';
 import { sessionRoot, type SessionRecord } from './session-model.js';
-import { candidateCampaigns, type AppSnapshot, type SnapshotCache } from './snapshot.js';
+import { candidateCampaigns, type AppSnapshot, type ApplicationSettings, type CampaignSnapshot, type SnapshotCache } from './snapshot.js';
 
 /** What every Integration use case (sessions, profiles, events) is built with. */
 export interface IntegrationServiceOptions {
@@ -111,35 +111,51 @@ export class CampaignEvaluation {
     // The webhooks a triggerWebhook effect may name (by id, with the name it shows).
     if (snapshot.webhooks.size > 0) loaded.facts.webhooks = Object.fromEntries([...snapshot.webhooks].map(([id, w]) => [String(id), { name: w.title }]));
     if (campaigns.length === 0 && s.couponCodes.length === 0 && !s.referralCode) return { ...EMPTY, snapshot, loaded };
-    const a = snapshot.application;
-    const result = await this.evaluator.evaluate({
-      version: 1,
-      application: {
-        id: a.id,
-        currency: a.currency,
-        timezone: a.timezone,
-        attributes: a.attributes,
-        campaignPriority: a.campaignPriority,
-        exclusiveCampaignsStrategy: a.exclusiveCampaignsStrategy,
-      },
-      campaigns: campaigns.map((c) => ({
-        id: c.id,
-        name: c.name,
-        tags: c.tags,
-        attributes: c.attributes,
-        rulesetId: c.rulesetId,
-        ruleset: c.ruleset,
-        ...(c.couponSettings ? { couponSettings: c.couponSettings } : {}),
-        ...(c.referralSettings ? { referralSettings: c.referralSettings } : {}),
-      })),
-      session: sessionRoot(s),
-      profile: { ...profileRoot(req.profile, s.profileId), ...(loaded.profileLoyalty ? { Loyalty: loaded.profileLoyalty } : {}) },
-      event: { Type: req.event.type, Attributes: req.event.attributes },
-      now: req.now.toISOString(),
-      facts: loaded.facts,
-    });
+    const result = await this.evaluator.evaluate(
+      engineInput(snapshot.application, campaigns, {
+        session: sessionRoot(s),
+        profile: { ...profileRoot(req.profile, s.profileId), ...(loaded.profileLoyalty ? { Loyalty: loaded.profileLoyalty } : {}) },
+        event: req.event,
+        now: req.now,
+        facts: loaded.facts,
+      }),
+    );
     return { effects: result.effects, ruleFailureReasons: result.ruleFailureReasons, triggeredCampaignIds: result.triggeredCampaignIds, snapshot, loaded };
   }
+}
+
+/** The engine's input for the Application's candidate campaigns and the given roots and facts. */
+export function engineInput(
+  a: ApplicationSettings,
+  campaigns: readonly CampaignSnapshot[],
+  roots: { session: Record<string, unknown>; profile: Record<string, unknown>; event: { type: string; attributes: Record<string, unknown> }; now: Date; facts: EvaluationFacts },
+): EvaluationInput {
+  return {
+    version: 1,
+    application: {
+      id: a.id,
+      currency: a.currency,
+      timezone: a.timezone,
+      attributes: a.attributes,
+      campaignPriority: a.campaignPriority,
+      exclusiveCampaignsStrategy: a.exclusiveCampaignsStrategy,
+    },
+    campaigns: campaigns.map((c) => ({
+      id: c.id,
+      name: c.name,
+      tags: c.tags,
+      attributes: c.attributes,
+      rulesetId: c.rulesetId,
+      ruleset: c.ruleset,
+      ...(c.couponSettings ? { couponSettings: c.couponSettings } : {}),
+      ...(c.referralSettings ? { referralSettings: c.referralSettings } : {}),
+    })),
+    session: roots.session,
+    profile: roots.profile,
+    event: { Type: roots.event.type, Attributes: roots.event.attributes },
+    now: roots.now.toISOString(),
+    facts: roots.facts,
+  };
 }
 
 /** Gives the session back, in its facts, what it committed itself. */

@@ -264,6 +264,26 @@ export function audienceIdsOf(c: CampaignSnapshot): number[] {
   return out;
 }
 
+/**
+ * The literal audience ids that a campaign's rules test with `inAudience` (strikethrough prices
+ * are evaluated for each, as a member). An id computed at evaluation time cannot be known here.
+ */
+export function inAudienceIdsOf(c: CampaignSnapshot): number[] {
+  const ids = new Set<number>();
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      const [op, first] = node as unknown[];
+      if (op === 'inAudience' && (typeof first === 'number' || typeof first === 'string')) {
+        const id = Number(first);
+        if (Number.isSafeInteger(id) && id > 0 && id <= 2_147_483_647) ids.add(id);
+      }
+      node.forEach(visit);
+    } else if (node !== null && typeof node === 'object') Object.values(node).forEach(visit);
+  };
+  visit(c.ruleset);
+  return [...ids];
+}
+
 const loyaltyUseCache = new WeakMap<CampaignSnapshot, boolean>();
 
 /** The campaign's rules read or change loyalty balances (cached per snapshot). */

@@ -18,8 +18,9 @@ export { ReservationService, MAX_RESERVATION_IDS } from './reservations.js';
 // ---- exports I: catalogs and pricing (issue 6; keep this marker) ----
 export { CatalogService, filtersSql, priceFromCatalogs, priceRecordJson } from './catalogs.js';
 // ---- exports J: loyalty in sessions, cards, balances and the scheduler (issue 6; keep this marker) ----
-export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyStateRequest } from './loyalty.js';
+export { balancesOf, ledgerObject, LoyaltyService, settleDueLedgers, type Balances, type LoyaltyStateRequest, type SettleOptions } from './loyalty.js';
 // ---- exports K: achievements (issue 6; keep this marker) ----
 export { AchievementService } from './achievements.js';
 // ---- exports H: audiences (issue 6; keep this marker) ----
 export { AudienceService, audienceView, applyAudiencesChanges } from './audiences.js';
+export { StrikethroughJobRunner, STRIKETHROUGH_BATCH_SIZE, type StrikethroughJobRunnerOptions } from './strikethrough.js';

@@ -7,13 +7,18 @@ import type { Effect } from '../engine/index.js';
 import type { AppRef, LoyaltyBalancesCall } from '../actors/port.js';
 import { badRequest, notFound, type Clock } from '../shared/index.js';
 import {
+  addDuration,
   balancesOf,
+  checkTier,
   EMPTY_BALANCES,
   ledgerObject,
   ledgerObjects,
   lockLedger,
+  loyaltySubscriptions,
+  notifyExpiringPoints,
   roundPoints,
   settleLedger,
+  subscribes,
   tierOf,
   type Balances,
   type Db,
@@ -227,17 +232,33 @@ function tentativeOf(ledgers: ReadonlyMap<string, Balances>, effects: readonly L
   return out;
 }
 
+export interface SettleOptions {
+  /** Most ledgers one round settles (default 100); the next round takes the rest. */
+  batch?: number;
+  /** Called when a round wrote notifications, so that they leave at once. */
+  outboundWritten?: () => void;
+}
+
+type DueLedger = { program_id: number; profile_id: number | null; card_id: number | null; subledger_id: string };
+
 /**
- * The loyalty scheduler's step (run every few seconds by each node): settles every ledger, of a
- * profile or a card, that has a grant expired by `now` with points left, or a debt that active
- * points can pay (pending points that started since), each in its own transaction under the
- * ledger's row lock. Pending points becoming active and tiers following the active balance need
- * no other write (balances are computed at read time). Exactly once across nodes: settlement only
- * touches grants with points left and debts not paid, under the lock, so a second node (or a
- * ledger writer) that gets the lock next finds nothing to do. Returns the number of ledgers settled.
+ * The loyalty scheduler's step (run every few seconds by each node): each due ledger, of a
+ * profile or a card, in its own transaction under the ledger's row lock. A ledger is due when a
+ * grant expired by `now` with points left (written off), a debt can be paid by active points
+ * (pending points that started since), a pending grant has become active (which may move the
+ * tier), or a grant expires within its program's expiringPointsNotice and nobody was told yet.
+ * Under the lock it settles the ledger, sends LoyaltyPointsExpiring for the grants due one and,
+ * for a main ledger, TierUpgrade / TierDowngrade when the active balance crossed a tier since the
+ * tier last notified (only for programs whose Applications subscribe to those types). Balances
+ * need no other write (they are computed at read time). Exactly once across nodes: settlement only
+ * touches grants with points left and debts not paid, announcements only grants not announced, the
+ * tier only when it differs from the one recorded, all under the lock, so a second node (or a
+ * ledger writer) that gets the lock next finds nothing to do. Returns the number of ledgers seen.
  */
-export async function settleDueLedgers(db: Db, now: Date, batch = 100): Promise<number> {
-  const due = await db.query<{ program_id: number; profile_id: number | null; card_id: number | null; subledger_id: string }>(
+export async function settleDueLedgers(db: Db, now: Date, options: SettleOptions = {}): Promise<number> {
+  const batch = options.batch ?? 100;
+  const at = now.toISOString();
+  const due = await db.query<DueLedger>(
     `(SELECT program_id, profile_id, card_id, subledger_id FROM loyalty_transactions
        WHERE type = 'addition' AND remaining > 0 AND expiry_date <= $1)
      UNION
@@ -247,17 +268,58 @@ export async function settleDueLedgers(db: Db, now: Date, batch = 100): Promise<
                       WHERE g.program_id = d.program_id AND g.subledger_id = d.subledger_id
                         AND ((d.profile_id IS NOT NULL AND g.profile_id = d.profile_id) OR (d.card_id IS NOT NULL AND g.card_id = d.card_id))
                         AND g.type = 'addition' AND g.remaining > 0 AND g.start_date <= $1 AND (g.expiry_date IS NULL OR g.expiry_date > $1)))
+     UNION
+     (SELECT program_id, profile_id, card_id, subledger_id FROM loyalty_transactions WHERE activation_pending AND start_date <= $1)
      LIMIT $2`,
-    [now.toISOString(), batch],
+    [at, batch],
   );
+  // Announcements are due only in programs whose Applications listen for them.
+  const announcing = await db.query<{ id: number; notice: string }>(
+    `SELECT p.id, p.expiring_points_notice AS notice FROM loyalty_programs p
+      WHERE EXISTS (SELECT 1 FROM loyalty_program_applications pa
+                      JOIN notification_webhooks w ON w.application_id = pa.application_id AND w.enabled AND w.notification_types ? 'LoyaltyPointsExpiring'
+                     WHERE pa.program_id = p.id)`,
+  );
+  const until = new Map<number, Date>();
+  for (const p of announcing) {
+    const end = addDuration(now, p.notice, '/expiringPointsNotice');
+    until.set(Number(p.id), end);
+    if (due.length >= batch) continue;
+    due.push(
+      ...(await db.query<DueLedger>(
+        `SELECT DISTINCT program_id, profile_id, card_id, subledger_id FROM loyalty_transactions
+          WHERE program_id = $1 AND type = 'addition' AND remaining > 0 AND NOT expiry_notified AND expiry_date > $2 AND expiry_date <= $3
+          LIMIT $4`,
+        [p.id, at, end.toISOString(), batch - due.length],
+      )),
+    );
+  }
+  const seen = new Map<string, LedgerKey>();
   for (const d of due) {
     const key: LedgerKey =
       d.card_id !== null
         ? { programId: Number(d.program_id), cardId: Number(d.card_id), subledgerId: d.subledger_id }
         : { programId: Number(d.program_id), profileId: Number(d.profile_id), subledgerId: d.subledger_id };
-    await db.transaction(async (tx) => {
-      if (await lockLedger(tx, key, { integrationId: '', now, create: false })) await settleLedger(tx, key, now);
+    seen.set(`${key.programId}|${d.card_id ?? ''}|${d.profile_id ?? ''}|${key.subledgerId}`, key);
+  }
+  const subs = await loyaltySubscriptions(db, [...new Set([...seen.values()].map((k) => k.programId))]);
+  let outbound = 0;
+  for (const key of seen.values()) {
+    outbound += await db.transaction(async (tx) => {
+      if (!(await lockLedger(tx, key, { integrationId: '', now, create: false }))) return 0;
+      await settleLedger(tx, key, now);
+      await tx.query(
+        `UPDATE loyalty_transactions SET activation_pending = false
+          WHERE program_id = $1 AND ${key.cardId !== undefined ? 'card_id' : 'profile_id'} = $2 AND subledger_id = $3 AND activation_pending AND start_date <= $4`,
+        [key.programId, key.cardId ?? key.profileId, key.subledgerId, at],
+      );
+      let written = 0;
+      const end = until.get(key.programId);
+      if (end) written += await notifyExpiringPoints(tx, key, now, end);
+      if (subscribes(subs, key.programId, 'TierUpgrade', 'TierDowngrade')) written += await checkTier(tx, key, now);
+      return written;
     });
   }
-  return due.length;
+  if (outbound > 0) options.outboundWritten?.();
+  return seen.size;
 }

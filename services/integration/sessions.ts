@@ -163,8 +163,9 @@ export class SessionService extends IntegrationService {
         const profile = stored.profileId ? await loadProfile(this.db, call.app.accountId, stored.profileId) : undefined;
         return { state: state(session, profile, undefined, []) };
       }
+      let ledger: LedgerEntrySink | undefined;
       const write = async (t: Queryable) => {
-        const ledger: LedgerEntrySink = { entries: [], profileId: stored.profileId, accountId: call.app.accountId };
+        ledger = { entries: [], profileId: stored.profileId, accountId: call.app.accountId };
         session.committedCounters = await rollbackCounters(t, stored.committedCounters as CounterEntry[], { share: (id) => shares.get(id) ?? share, keepCounts: true, round, now, ledger });
         const c = await commitSession(t, {
           accountId: call.app.accountId,
@@ -188,7 +189,9 @@ export class SessionService extends IntegrationService {
         if (scope) await remember(t, scope, out, this.clock);
         return { state: out, committed: c.session };
       };
-      return this.db.transaction(write);
+      const done = await this.db.transaction(write);
+      if ((ledger?.outbound ?? 0) > 0) this.outboundWritten();
+      return done;
     };
     if (call.dry) return run(cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId)));
     return this.idempotent(scope, () => this.withRetries(call.app, call.customerSessionId, cached, run), replayedOutcome);
@@ -393,8 +396,9 @@ export class SessionService extends IntegrationService {
   ): Promise<SessionUpdateOutcome> {
     const rollback = rollbackEffects(stored.committedEffects as Effect[]);
     const session: SessionRecord = { ...stored, state: to, effects: rollback, committedEffects: [], committedCounters: [] };
+    let ledger: LedgerEntrySink | undefined;
     const write = async (t: Queryable) => {
-      const ledger: LedgerEntrySink = { entries: [], profileId: stored.profileId, accountId: app.accountId };
+      ledger = { entries: [], profileId: stored.profileId, accountId: app.accountId };
       await rollbackCounters(t, stored.committedCounters as CounterEntry[], { now, ledger });
       const committed = await commitSession(t, {
         accountId: app.accountId,
@@ -413,7 +417,9 @@ export class SessionService extends IntegrationService {
       if (scope) await remember(t, scope, state, this.clock);
       return { state, committed: committed.session };
     };
-    return this.db.transaction(write);
+    const done = await this.db.transaction(write);
+    if ((ledger?.outbound ?? 0) > 0) this.outboundWritten();
+    return done;
   }
 
   private finalState(

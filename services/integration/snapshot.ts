@@ -108,6 +108,14 @@ export class SnapshotCache {
     return loading;
   }
 
+  /**
+   * The snapshot as stored now, read past the cache (which it leaves alone): for background work
+   * on another node than the change's, which may not have heard of the change yet.
+   */
+  fresh(applicationId: number): Promise<AppSnapshot> {
+    return this.load(applicationId);
+  }
+
   invalidate(applicationId: number): void {
     this.cache.delete(applicationId);
   }

@@ -12,7 +12,7 @@
 // created, deleted, archived or unarchived, or the Application's priority changes; each change
 // gives the Application's tree a new version.
 import { notFound } from '../shared/index.js';
-import { enqueueNotifications, type Queryable } from '../store/index.js';
+import { enqueueNotifications, queueStrikethroughJobs, type Queryable } from '../store/index.js';
 import { iso } from './context.js';
 
 export interface CampaignSetElement {
@@ -158,10 +158,14 @@ export type CampaignEvent =
 
 /**
  * One CampaignNotification with the events of one change of one campaign (a PUT that edits the
- * campaign and changes its state gives both items in one notification); returns the requests written.
+ * campaign and changes its state gives both items in one notification); returns the requests
+ * written. Every change of a campaign comes through here, so here it also queues the
+ * re-evaluation of the Application's strikethrough prices (when it has a StrikethroughPrice
+ * subscriber and catalogs); the node's runner starts on the change's configuration announcement.
  */
-export function notifyCampaign(tx: Queryable, app: NotifiedApplication, campaignId: number, events: readonly CampaignEvent[], now: Date): Promise<number> {
-  if (events.length === 0) return Promise.resolve(0);
+export async function notifyCampaign(tx: Queryable, app: NotifiedApplication, campaignId: number, events: readonly CampaignEvent[], now: Date): Promise<number> {
+  if (events.length === 0) return 0;
+  await queueStrikethroughJobs(tx, { type: 'campaign_change', accountId: app.accountId, applicationId: app.applicationId, campaignId }, now.toISOString());
   return enqueueNotifications(
     tx,
     {

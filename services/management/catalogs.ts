@@ -182,8 +182,8 @@ export function priceRecordView(r: Record<string, unknown>): Record<string, unkn
 
 /**
  * POST /v1/applications/{applicationId}/price_history: the price records of a SKU observed in
- * [startDate, endDate], oldest first: those of the catalogs the Application subscribes to and of
- * the Application's own sessions.
+ * [startDate, endDate], oldest first: those of the catalogs the Application subscribes to, and the
+ * Application's own (its sessions' cart prices and its strikethrough evaluations, for every target).
  */
 export async function priceHistory(ctx: ManagementContext, principal: Principal, applicationId: number, body: PriceHistoryBody): Promise<Record<string, unknown>> {
   await requireApplication(ctx.db, principal, applicationId, 'read');
@@ -195,7 +195,7 @@ export async function priceHistory(ctx: ManagementContext, principal: Principal,
   const rows = await ctx.db.query(
     `SELECT * FROM price_records p
       WHERE p.account_id = $1 AND p.sku = $2 AND p.observed_at >= $3 AND p.observed_at <= $4
-        AND (p.application_id = $5 OR EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $5))
+        AND (p.application_id = $5 OR (p.application_id IS NULL AND EXISTS (SELECT 1 FROM catalog_applications ca WHERE ca.catalog_id = p.catalog_id AND ca.application_id = $5)))
       ORDER BY p.observed_at, p.id`,
     [principal.accountId, body.sku, start.toISOString(), end.toISOString(), applicationId],
   );

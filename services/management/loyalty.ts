@@ -10,10 +10,25 @@
 // so deductions racing for the same points are applied one at a time and a balance never goes
 // below zero. Later writers (session close, events, expiry jobs) must use lockLedger the same way.
 import { AppError, badRequest, notFound } from '../shared/index.js';
-import { addDuration, grantPoints, lockLedger, netOfDebt, payDebts, settleLedger, spendPoints, type Queryable } from '../store/index.js';
+import {
+  addDuration,
+  checkTier,
+  grantPoints,
+  lockLedger,
+  loyaltySubscriptions,
+  netOfDebt,
+  notifyPointsChanges,
+  payDebts,
+  settleLedger,
+  spendPoints,
+  subscribes,
+  type LedgerKey,
+  type PointsChange,
+  type Queryable,
+} from '../store/index.js';
 // The ledger primitives live in the store (the Integration use cases write ledgers too).
 export { addDuration, grantPoints, isDuration, lockLedger, settleExpired, spendPoints, type Grant, type LedgerKey } from '../store/index.js';
-import { compact, isAdmin, iso, listPage, requireAdmin, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
+import { compact, isAdmin, iso, listPage, outboundWritten, requireAdmin, userName, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
 // ---- programs ----
 
@@ -34,6 +49,7 @@ export interface LoyaltyProgramBody {
   cardBased?: boolean;
   usersPerCardLimit?: number;
   allowNegativeBalance?: boolean;
+  expiringPointsNotice?: string;
 }
 
 /** The program with the ids of its subscribed Applications, for `FROM loyalty_programs`. */
@@ -57,6 +73,7 @@ export function loyaltyProgramView(r: Record<string, unknown>): Record<string, u
     cardBased: r.card_based as boolean,
     usersPerCardLimit: (r.users_per_card_limit as number | null) ?? undefined,
     allowNegativeBalance: r.allow_negative_balance as boolean,
+    expiringPointsNotice: r.expiring_points_notice as string,
   });
 }
 
@@ -100,6 +117,7 @@ export async function findProgram(db: Queryable, principal: Principal, programId
 async function checkProgram(db: Queryable, principal: Principal, body: LoyaltyProgramBody, cardBased: boolean): Promise<void> {
   if (body.defaultValidity !== undefined && body.defaultValidity !== 'unlimited') addDuration(new Date(0), body.defaultValidity, '/defaultValidity');
   if (body.defaultPending !== undefined && body.defaultPending !== 'immediate') addDuration(new Date(0), body.defaultPending, '/defaultPending');
+  if (body.expiringPointsNotice !== undefined) addDuration(new Date(0), body.expiringPointsNotice, '/expiringPointsNotice');
   const seen = new Set<string>();
   (body.tiers ?? []).forEach((tier, i) => {
     if (seen.has(tier.name)) throw badRequest(`Tier name ${JSON.stringify(tier.name)} is used twice`, `/tiers/${i}/name`);
@@ -155,8 +173,8 @@ export async function createLoyaltyProgram(ctx: ManagementContext, principal: Pr
     const id = await ctx.db.transaction(async (tx) => {
       const [row] = await tx.query<{ id: number }>(
         `INSERT INTO loyalty_programs (account_id, created, modified, name, title, description, default_validity, default_pending,
-           allow_subledger, tiers, card_based, users_per_card_limit, allow_negative_balance)
-         VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12)
+           allow_subledger, tiers, card_based, users_per_card_limit, allow_negative_balance, expiring_points_notice)
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12, $13)
          ON CONFLICT (account_id, name) DO NOTHING RETURNING id`,
         [
           principal.accountId,
@@ -171,6 +189,7 @@ export async function createLoyaltyProgram(ctx: ManagementContext, principal: Pr
           body.cardBased ?? false,
           body.usersPerCardLimit ?? null,
           body.allowNegativeBalance ?? false,
+          body.expiringPointsNotice ?? '7D',
         ],
       );
       if (!row) throw nameTaken(body.name);
@@ -195,7 +214,8 @@ export async function updateLoyaltyProgram(ctx: ManagementContext, principal: Pr
            default_validity = COALESCE($5, default_validity), default_pending = COALESCE($6, default_pending),
            allow_subledger = COALESCE($7, allow_subledger), tiers = COALESCE($8::jsonb, tiers), card_based = COALESCE($9, card_based),
            users_per_card_limit = CASE WHEN $9::boolean IS FALSE THEN NULL ELSE COALESCE($10, users_per_card_limit) END,
-           modified = $11, allow_negative_balance = COALESCE($12, allow_negative_balance)
+           modified = $11, allow_negative_balance = COALESCE($12, allow_negative_balance),
+           expiring_points_notice = COALESCE($13, expiring_points_notice)
          WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM loyalty_programs o WHERE o.account_id = loyalty_programs.account_id AND o.name = $2 AND o.id <> $1)
          RETURNING id`,
         [
@@ -211,6 +231,7 @@ export async function updateLoyaltyProgram(ctx: ManagementContext, principal: Pr
           body.usersPerCardLimit ?? null,
           ctx.clock.now().toISOString(),
           body.allowNegativeBalance ?? null,
+          body.expiringPointsNotice ?? null,
         ],
       );
       if (!row) throw nameTaken(body.name ?? '');
@@ -307,13 +328,51 @@ export async function addLoyaltyPoints(ctx: ManagementContext, principal: Princi
   const expiryDate = validity === 'unlimited' ? null : addDuration(startDate, validity, '/expiryDuration');
   const profileId = await findProfile(ctx.db, principal, integrationId);
   const key = { programId, profileId, subledgerId };
-  await ctx.db.transaction(async (tx) => {
+  const written = await ctx.db.transaction(async (tx) => {
     await lockLedger(tx, key, { integrationId, now, create: true });
     await settleLedger(tx, key, now);
-    await grantPoints(tx, key, { points: body.points, name: body.name ?? '', startDate, expiryDate, userId: principal.userId, now });
+    const id = await grantPoints(tx, key, { points: body.points, name: body.name ?? '', startDate, expiryDate, userId: principal.userId, now });
     // Points active at once pay the ledger's debts before they can be spent.
     await payDebts(tx, key, now);
+    return notifyLedgerChange(tx, principal, key, { notificationType: 'LoyaltyPointsAdded', amount: body.points, reason: body.name ?? '', transactionId: id, startDate, expiryDate }, integrationId, now);
   });
+  outboundWritten(ctx, written);
+}
+
+/**
+ * LoyaltyPointsAdded / Deducted of a Management change and, when it moved the tier, TierUpgrade /
+ * TierDowngrade, in its transaction under the ledger's lock, for the program's subscribers only.
+ */
+async function notifyLedgerChange(
+  tx: Queryable,
+  principal: Principal,
+  key: LedgerKey,
+  change: Pick<PointsChange, 'notificationType' | 'amount' | 'reason' | 'transactionId' | 'startDate' | 'expiryDate'>,
+  integrationId: string,
+  now: Date,
+): Promise<number> {
+  const subs = await loyaltySubscriptions(tx, [key.programId]);
+  if (subs.size === 0) return 0;
+  let written = await notifyPointsChanges(
+    tx,
+    [
+      {
+        ...change,
+        programId: key.programId,
+        subledgerId: key.subledgerId,
+        profileIntegrationId: integrationId,
+        typeOfChange: 'management_api',
+        employeeName: await userName(tx, principal),
+        userId: principal.userId,
+        sessionIntegrationId: '',
+        created: now,
+      },
+    ],
+    subs,
+    now,
+  );
+  if (subscribes(subs, key.programId, 'TierUpgrade', 'TierDowngrade')) written += await checkTier(tx, key, now);
+  return written;
 }
 
 export interface DeductPointsBody {
@@ -335,7 +394,7 @@ export async function deductLoyaltyPoints(ctx: ManagementContext, principal: Pri
   const now = ctx.clock.now();
   const profileId = await findProfile(ctx.db, principal, integrationId);
   const key = { programId, profileId, subledgerId };
-  await ctx.db.transaction(async (tx) => {
+  const written = await ctx.db.transaction(async (tx) => {
     if (!(await lockLedger(tx, key, { integrationId, now, create: allowNegative }))) {
       if (subledgerId !== '') throw badRequest(`The profile has no subledger ${JSON.stringify(subledgerId)} in this program`, '/subLedgerID');
       throw insufficient(body.points);
@@ -343,7 +402,9 @@ export async function deductLoyaltyPoints(ctx: ManagementContext, principal: Pri
     await settleLedger(tx, key, now);
     const id = await spendPoints(tx, key, { points: body.points, name: body.name ?? '', userId: principal.userId, now, allowNegative });
     if (id === null) throw insufficient(body.points);
+    return notifyLedgerChange(tx, principal, key, { notificationType: 'LoyaltyPointsDeducted', amount: body.points, reason: body.name ?? '', transactionId: id }, integrationId, now);
   });
+  outboundWritten(ctx, written);
 }
 
 const insufficient = (points: number): AppError =>

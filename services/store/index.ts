@@ -53,3 +53,20 @@ export {
   type CouponNotificationMeta,
   type NotificationType,
 } from './notifications.js';
+export { LeasedJobRunner, type JobStep, type LeasedJobRunnerOptions } from './jobs.js';
+export {
+  checkTier,
+  enqueueProgramNotifications,
+  LOYALTY_NOTIFICATION_TYPES,
+  loyaltySubscriptions,
+  notifyExpiringPoints,
+  notifyPointsChanges,
+  pointsChangedBody,
+  subscribedLoyaltyTypesSql,
+  subscribes,
+  type LedgerOwnerNames,
+  type LoyaltyNotificationType,
+  type LoyaltySubscriptions,
+  type PointsChange,
+} from './loyalty-notifications.js';
+export { queueStrikethroughJobs, type StrikethroughChange } from './strikethrough.js';

@@ -151,13 +151,14 @@ export interface Grant {
 
 /**
  * Adds a grant to a ledger locked by lockLedger. When it is active at once and the ledger has
- * debts, the caller's closing payDebts takes them from it before anything can spend it.
+ * debts, the caller's closing payDebts takes them from it before anything can spend it. A pending
+ * grant is marked for the scheduler, which sees it become active (its start may move the tier).
  */
 export async function grantPoints(tx: Queryable, key: LedgerKey, g: Grant): Promise<number> {
   const [row] = await tx.query<{ id: number }>(
     `INSERT INTO loyalty_transactions (program_id, profile_id, card_id, subledger_id, type, amount, remaining, start_date, expiry_date, name,
-       customer_session_id, event_id, user_id, created)
-     VALUES ($1, $2, $3, $4, 'addition', $5, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
+       customer_session_id, event_id, user_id, created, activation_pending)
+     VALUES ($1, $2, $3, $4, 'addition', $5, $5, $6, $7, $8, $9, $10, $11, $12, $6::timestamptz > $12::timestamptz) RETURNING id`,
     [
       ...ownerValues(key),
       String(g.points),
