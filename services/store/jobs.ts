@@ -107,6 +107,8 @@ export abstract class LeasedJobRunner extends DispatchLoop {
       }
       try {
         if ((await this.step(job.id)) !== 'more') return;
+        // A step that committed set the job's failed attempts back to 0 (advance): a later failure is a first one again.
+        job.attempts = 0;
       } catch (e) {
         if (e instanceof AppError && e.kind === 'invalid_argument') {
           await this.fail(job.id, e.message);
