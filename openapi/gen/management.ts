@@ -1349,7 +1349,7 @@ export interface components {
             expiryDuration?: components["schemas"]["Duration"] | "unlimited";
             /** @description Time before the points become active; default the program's defaultPending. */
             pendingDuration?: components["schemas"]["Duration"] | "immediate";
-            /** @description Only for programs that allowSubledger; absent means the main ledger. */
+            /** @description Only for programs that allowSubledger; absent means the main ledger. At most 1000 characters and 2000 bytes of UTF-8 (it is part of the ledger's key). */
             subLedgerID?: string;
         };
         LoyaltyDeduction: {

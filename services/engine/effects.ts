@@ -57,6 +57,15 @@ const profileIdOf = (id: string | undefined, what: string): string | undefined =
   if (problem) throw new EvalError(`${what} ${problem}`);
   return id;
 };
+/**
+ * A subledger named by a loyalty effect: part of the ledger's key in the database, so at most as
+ * long as the Management API takes (1000 characters, 2000 bytes of UTF-8).
+ */
+const subledgerOf = (o: Record<string, unknown>): string => {
+  const id = optString(o, 'subledgerId') ?? '';
+  if (id.length > 1000 || Buffer.byteLength(id, 'utf8') > 2000) throw new EvalError('subledgerId must be at most 1000 characters and 2000 bytes of UTF-8');
+  return id;
+};
 const profileOf = (env: Env): string => String((env.roots.Session as { ProfileId?: unknown } | undefined)?.ProfileId ?? '');
 const idOf = (v: unknown, what: string): string => {
   if (typeof v === 'number' || typeof v === 'string') return String(v);
@@ -179,7 +188,7 @@ const effects: Record<string, EffectDef> = {
         effectType: 'addLoyaltyPoints',
         props: {
           programId,
-          subLedgerId: optString(o, 'subledgerId') ?? '',
+          subLedgerId: subledgerOf(o),
           value,
           recipientIntegrationId: profileOf(env),
           transactionUUID: transactionId(ctx),
@@ -204,7 +213,7 @@ const effects: Record<string, EffectDef> = {
         effectType: 'deductLoyaltyPoints',
         props: {
           programId,
-          subLedgerId: optString(o, 'subledgerId') ?? '',
+          subLedgerId: subledgerOf(o),
           value,
           transactionUUID: transactionId(ctx),
           name: optString(o, 'name') ?? '',

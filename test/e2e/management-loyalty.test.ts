@@ -324,9 +324,19 @@ describe('Management API: loyalty programs and ledgers', () => {
       const unknown = await deduct(t.admin, p.id, 'carol', { points: 1, subLedgerID: 'food' });
       expect(unknown.response.status).toBe(400);
       expect(pointers(unknown.error)).toEqual(['/subLedgerID']);
+      // A subledger is part of its ledger's key: one that an index could not hold is refused on its pointer.
+      for (const long of ['s'.repeat(1001), '\u{1F600}'.repeat(600)]) {
+        for (const call of [add, deduct]) {
+          const r = await call(t.admin, p.id, 'carol', { points: 1, subLedgerID: long });
+          expect(r.response.status).toBe(400);
+          expect(pointers(r.error)).toEqual(['/subLedgerID']);
+        }
+      }
+      expect((await add(t.admin, p.id, 'carol', { points: 1, subLedgerID: 'é'.repeat(1000) })).response.status).toBe(200);
+      expect((await deduct(t.admin, p.id, 'carol', { points: 1, subLedgerID: 'é'.repeat(1000) })).response.status).toBe(200);
       const l = await ledger(p.id, 'carol');
       expect(l.ledger.total).toBe(10);
-      expect(Object.keys(l.subLedgers)).toEqual(['drinks']);
+      expect(Object.keys(l.subLedgers).sort()).toEqual(['drinks', 'é'.repeat(1000)]);
       expect(l.subLedgers.drinks).toMatchObject({ total: 25, totalSpentPoints: 5 });
       expect(l.subLedgers.drinks!.transactions.map((x) => [x.type, x.amount, x.subLedgerID])).toEqual([
         ['addition', 30, 'drinks'],

@@ -149,6 +149,19 @@ describe('loyalty effects checked against the loyalty facts', () => {
     ]);
   });
 
+  it('refuses a subledger too long to be part of a ledger key', () => {
+    const r = run([
+      ['addLoyaltyPoints', 1, 5, { subledgerId: 'x'.repeat(1001) }],
+      ['deductLoyaltyPoints', 1, 5, { subledgerId: '\u{1F600}'.repeat(501) }],
+      ['addLoyaltyPoints', 1, 5, { subledgerId: 'é'.repeat(1000) }],
+    ]);
+    expect(r.effects.map((e) => (e.props.subLedgerId as string).length)).toEqual([1000]);
+    expect(r.ruleFailureReasons.map((f) => [f.effectIndex, f.details])).toEqual([
+      [0, expect.stringContaining('subledgerId must be at most 1000 characters and 2000 bytes')],
+      [1, expect.stringContaining('subledgerId must be at most 1000 characters and 2000 bytes')],
+    ]);
+  });
+
   it('needs a profile for a profile-based program', () => {
     const r = run([['addLoyaltyPoints', 1, 5], ['addLoyaltyPoints', 2, 5]], { ProfileId: '' });
     expect(r.effects.map((e) => e.props.programId)).toEqual([2]);
