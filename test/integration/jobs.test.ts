@@ -7,7 +7,7 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 class ScriptedRunner extends LeasedJobRunner {
   readonly ran: string[] = [];
   constructor(t: TestDb, private readonly script: Array<'ok' | 'done' | 'fail'>, maxAttempts: number) {
-    super({ db: t.db, clock: systemClock, logger: createLogger({ level: 'silent' }), nodeId: 'n1', maxAttempts, backoffMs: 0 }, 'test_jobs', 'gave up');
+    super({ db: t.db, clock: systemClock, logger: createLogger({ level: 'silent' }), nodeId: 'n1', maxAttempts, backoffMs: 0, name: 'test jobs' }, 'test_jobs', 'gave up');
   }
   protected async step(jobId: string): Promise<JobStep> {
     const next = this.script[this.ran.length] ?? 'done';
