@@ -1,64 +1,22 @@
 // SLOW (about a minute or two on the 2-core development machine): two asynchronous creations of
 // 1,000,000 coupons each on PostgreSQL, one of them across a node killed mid-job.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { login, unwrap, type ManagementClient } from '../../sdk/index.js';
 import { dropSchema } from '../helpers/db.js';
 import { newApplication, newCampaign } from '../helpers/fixtures.js';
-import { freePort, startTestNode } from '../helpers/node.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, processExited, startNodeProcess, startTestNode, type NodeProcess } from '../helpers/node.js';
 import { notificationsAt, sleep, subscribe, waitForNotifications } from '../helpers/notifications.js';
 import { Receiver } from '../helpers/receiver.js';
 import { postgresUp, TEST_DATABASE_URL, uniqueName } from '../helpers/services.js';
 import { eventually } from '../helpers/users.js';
 
-const mainTs = fileURLToPath(new URL('../../cluster/main.ts', import.meta.url));
-const PASSWORD = 'coupon-jobs-admin-password';
 const MILLION = 1_000_000;
 const ASYNC = '/v1/applications/{applicationId}/campaigns/{campaignId}/coupons_async' as const;
 const JOB = '/v1/applications/{applicationId}/campaigns/{campaignId}/coupons_async/{batchId}' as const;
 const body = { usageLimit: 1, validCharacters: [...'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'], couponPattern: 'M-########', numberOfCoupons: MILLION };
 
-interface Proc {
-  url: string;
-  child: ChildProcess;
-  log: string;
-}
-
-/** A node in its own process (so that it can be killed as a crash would), on the given schema. */
-async function startProc(schema: string, env: Record<string, string> = {}): Promise<Proc> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', mainTs], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      GRPC_PORT: String(await freePort()),
-      HOST: '127.0.0.1',
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: schema,
-      ADMIN_EMAIL: 'admin@jobs.local',
-      ADMIN_PASSWORD: PASSWORD,
-      LOG_LEVEL: 'warn',
-      OUTBOX_POLL_MS: '50',
-      COUPON_JOB_POLL_MS: '100',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const p: Proc = { url: `http://127.0.0.1:${port}`, child, log: '' };
-  child.stdout!.on('data', (d) => (p.log += String(d)));
-  child.stderr!.on('data', (d) => (p.log += String(d)));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const ok = await fetch(`${p.url}/readyz`).then((r) => r.status === 200, () => false);
-    if (ok) return p;
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node not ready:\n${p.log}`);
-    await sleep(200);
-  }
-}
-
-const exited = (p: Proc) =>
-  new Promise<void>((resolve) => (p.child.exitCode !== null || p.child.signalCode !== null ? resolve() : p.child.once('exit', () => resolve())));
+/** A node in its own process on the given schema, polling often. */
+const startProc = (schema: string, env: Record<string, string> = {}) => startNodeProcess(schema, { OUTBOX_POLL_MS: '50', COUPON_JOB_POLL_MS: '100', ...env });
 
 /** An Application with a campaign and a notification webhook for AsyncCouponsCreated at `${rx.url}${path}`. */
 async function place(admin: ManagementClient, rx: Receiver, path: string) {
@@ -120,13 +78,13 @@ describe.runIf(postgresUp)('asynchronous coupon creation of 1,000,000 coupons (p
 
   it('finishes a job on another node when the node working it is killed mid-job, every coupon created once', async () => {
     const schema = uniqueName('cj');
-    const procs: Proc[] = [];
+    const procs: NodeProcess[] = [];
     try {
       // A killed node's job goes to another node 3 s after its last chunk.
       const env = { COUPON_JOB_LEASE_MS: '3000' };
       const a = await startProc(schema, env);
       procs.push(a);
-      const { client: adminA } = await login({ baseUrl: a.url, email: 'admin@jobs.local', password: PASSWORD, retries: 0 });
+      const { client: adminA } = await login({ baseUrl: a.url, email: ADMIN_EMAIL, password: ADMIN_PASSWORD, retries: 0 });
       const where = await place(adminA, rx, '/crash');
       const r = await adminA.POST(ASYNC, { params: { path: where }, body });
       expect(r.response.status).toBe(202);
@@ -136,12 +94,12 @@ describe.runIf(postgresUp)('asynchronous coupon creation of 1,000,000 coupons (p
         return j.createdCoupons >= 100_000 ? j : undefined;
       }, 120_000);
       a.child.kill('SIGKILL');
-      await exited(a);
+      await processExited(a);
       expect(before.createdCoupons).toBeLessThan(MILLION);
 
       const b = await startProc(schema, env);
       procs.push(b);
-      const { client: adminB } = await login({ baseUrl: b.url, email: 'admin@jobs.local', password: PASSWORD, retries: 0 });
+      const { client: adminB } = await login({ baseUrl: b.url, email: ADMIN_EMAIL, password: ADMIN_PASSWORD, retries: 0 });
       const killedAt = unwrap(await adminB.GET(JOB, { params: { path: { ...where, batchId } } }));
       // What the dead node committed stays; the chunk in flight was rolled back.
       expect(killedAt.createdCoupons).toBeGreaterThanOrEqual(before.createdCoupons);
@@ -158,7 +116,7 @@ describe.runIf(postgresUp)('asynchronous coupon creation of 1,000,000 coupons (p
       for (const p of procs) {
         if (p.child.exitCode === null && p.child.signalCode === null) {
           p.child.kill('SIGTERM');
-          await exited(p);
+          await processExited(p);
         }
       }
       await dropSchema(schema);

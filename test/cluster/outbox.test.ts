@@ -1,58 +1,16 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIntegrationClient, login, unwrap } from '../../sdk/index.js';
 import { enqueueOutbound } from '../../services/store/index.js';
 import { dropSchema } from '../helpers/db.js';
 import { cart, newApplication } from '../helpers/fixtures.js';
-import { freePort, startTestNode, type TestNode } from '../helpers/node.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, processExited, startNodeProcess, startTestNode, type TestNode, type NodeProcess } from '../helpers/node.js';
 import { addCampaign, rule } from '../helpers/promotions.js';
 import { Receiver } from '../helpers/receiver.js';
-import { postgresUp, TEST_DATABASE_URL, uniqueName } from '../helpers/services.js';
+import { postgresUp, uniqueName } from '../helpers/services.js';
 import { eventually } from '../helpers/users.js';
 
-const mainTs = fileURLToPath(new URL('../../cluster/main.ts', import.meta.url));
-const PASSWORD = 'outbox-admin-password';
-
-interface Proc {
-  url: string;
-  child: ChildProcess;
-  log: string;
-}
-
-/** A node in its own process (so that it can be killed as a crash would), on the given schema. */
-async function startProc(schema: string, env: Record<string, string> = {}): Promise<Proc> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', mainTs], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      GRPC_PORT: String(await freePort()),
-      HOST: '127.0.0.1',
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: schema,
-      ADMIN_EMAIL: 'admin@outbox.local',
-      ADMIN_PASSWORD: PASSWORD,
-      LOG_LEVEL: 'warn',
-      OUTBOX_POLL_MS: '50',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const p: Proc = { url: `http://127.0.0.1:${port}`, child, log: '' };
-  child.stdout!.on('data', (d) => (p.log += String(d)));
-  child.stderr!.on('data', (d) => (p.log += String(d)));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const ok = await fetch(`${p.url}/readyz`).then((r) => r.status === 200, () => false);
-    if (ok) return p;
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node not ready:\n${p.log}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-const exited = (p: Proc) =>
-  new Promise<void>((resolve) => (p.child.exitCode !== null || p.child.signalCode !== null ? resolve() : p.child.once('exit', () => resolve())));
+/** A node in its own process on the given schema, polling often. */
+const startProc = (schema: string, env: Record<string, string> = {}) => startNodeProcess(schema, { OUTBOX_POLL_MS: '50', ...env });
 
 describe.runIf(postgresUp)('outbox delivery across node crashes and nodes (postgres)', () => {
   let rx: Receiver;
@@ -65,13 +23,13 @@ describe.runIf(postgresUp)('outbox delivery across node crashes and nodes (postg
 
   it('delivers a webhook exactly once to a deduplicating receiver when its node dies before the delivery completes', async () => {
     const schema = uniqueName('ob');
-    const procs: Proc[] = [];
+    const procs: NodeProcess[] = [];
     try {
       // Attempts may take 3 s; a claimed request goes to another node 0.5 s after that.
       const env = { OUTBOX_TIMEOUT_MS: '3000', OUTBOX_LEASE_MARGIN_MS: '500', OUTBOX_BACKOFF_MS: '50' };
       const a = await startProc(schema, env);
       procs.push(a);
-      const { client: admin } = await login({ baseUrl: a.url, email: 'admin@outbox.local', password: PASSWORD, retries: 0 });
+      const { client: admin } = await login({ baseUrl: a.url, email: ADMIN_EMAIL, password: ADMIN_PASSWORD, retries: 0 });
       const app = unwrap(await admin.POST('/v1/applications', { body: newApplication() as never }));
       const key = unwrap(await admin.POST('/v1/applications/{applicationId}/api_keys', { params: { path: { applicationId: app.id } }, body: { title: 'k', expires: new Date(Date.now() + 3600_000).toISOString() } }));
       const w = unwrap(await admin.POST('/v1/webhooks', { body: { applicationIds: [app.id], title: 'CRM', verb: 'POST', url: `${rx.url}/crash`, payload: '{"closed": true}' } as never }));
@@ -83,7 +41,7 @@ describe.runIf(postgresUp)('outbox delivery across node crashes and nodes (postg
       // The first attempt reached the receiver, which has not answered: the node dies now.
       await eventually(() => (rx.to('/crash').length === 1 ? true : undefined), 10_000);
       a.child.kill('SIGKILL');
-      await exited(a);
+      await processExited(a);
       rx.answer('/crash', 200);
       rx.release();
 
@@ -101,7 +59,7 @@ describe.runIf(postgresUp)('outbox delivery across node crashes and nodes (postg
       expect(rx.delivered('/crash').size).toBe(1);
     } finally {
       for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-      await Promise.all(procs.map(exited));
+      await Promise.all(procs.map(processExited));
       await dropSchema(schema);
     }
   });

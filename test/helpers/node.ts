@@ -109,3 +109,51 @@ export async function freePort(): Promise<number> {
     });
   });
 }
+
+/** A node in its own process, started by `startNodeProcess`. */
+export interface NodeProcess {
+  url: string;
+  child: import('node:child_process').ChildProcess;
+  /** What it printed (stdout and stderr), for failure messages. */
+  log: string;
+}
+
+/**
+ * A node in its own process (so that it can be killed as a crash would) on PostgreSQL in the given
+ * schema, with the admin of `ADMIN_EMAIL`/`ADMIN_PASSWORD`; `env` adds or overrides settings.
+ * Resolves once `/readyz` answers 200.
+ */
+export async function startNodeProcess(schema: string, env: Record<string, string> = {}): Promise<NodeProcess> {
+  const { spawn } = await import('node:child_process');
+  const mainTs = new URL('../../cluster/main.ts', import.meta.url).pathname;
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', mainTs], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      GRPC_PORT: String(await freePort()),
+      HOST: '127.0.0.1',
+      DATABASE_URL: TEST_DATABASE_URL,
+      DB_SCHEMA: schema,
+      ADMIN_EMAIL,
+      ADMIN_PASSWORD,
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const p: NodeProcess = { url: `http://127.0.0.1:${port}`, child, log: '' };
+  child.stdout!.on('data', (d) => (p.log += String(d)));
+  child.stderr!.on('data', (d) => (p.log += String(d)));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ok = await fetch(`${p.url}/readyz`).then((r) => r.status === 200, () => false);
+    if (ok) return p;
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node not ready:\n${p.log}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Resolves when the node's process has exited (at once if it already has). */
+export const processExited = (p: NodeProcess): Promise<void> =>
+  new Promise<void>((resolve) => (p.child.exitCode !== null || p.child.signalCode !== null ? resolve() : p.child.once('exit', () => resolve())));
