@@ -60,4 +60,35 @@ describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
     // The stale update wrote nothing, not even its event.
     expect(events.filter((e) => e.session_id === 'old').map((e) => e.type)).toEqual(['service_session_created', 'service_session_updated', 'service_session_updated']);
   });
+
+  it('stores every character of ids, codes, attributes and cart lines as it was sent (quotes, backslashes, braces, commas, NULL, newlines, emoji)', async () => {
+    const odd = ['q"uote', 'back\\slash', '{brace}', 'a,b', 'NULL', 'line\nbreak', 'tab\there', 'émoji 🎟️', ' spaced ', ''];
+    const commits = odd.map((x, i): SessionCommit => {
+      const base = commitOf(`odd-${i}-${x}`, x === '' ? '' : `p-${x}`);
+      const session = applyPayload(base.session, {
+        couponCodes: [x || 'empty'],
+        referralCode: x,
+        attributes: { [`k${x}`]: x, nested: { list: [x, null, 1.5] } },
+        cartItems: [{ sku: x || 'S', name: x, quantity: 1, price: 2.5, attributes: { note: x } }],
+      });
+      return { ...base, session, events: [{ type: 'service_session_created', attributes: { x }, effects: [] }] };
+    });
+    const results = await commitSessionsTogether(t.db, commits);
+    expect(results.every((r) => !(r instanceof StaleSessionError))).toBe(true);
+    const rows = await t.db.query<{ integration_id: string; profile_id: string; referral_code: string; coupon_codes: string[]; attributes: unknown; cart_items: unknown }>(
+      `SELECT integration_id, profile_id, referral_code, coupon_codes, attributes, cart_items FROM customer_sessions WHERE integration_id LIKE 'odd-%'`,
+    );
+    const byId = new Map(rows.map((r) => [r.integration_id, r]));
+    for (const c of commits) {
+      const row = byId.get(c.session.integrationId);
+      expect(row, c.session.integrationId).toBeDefined();
+      expect(row!.profile_id).toBe(c.session.profileId);
+      expect(row!.referral_code).toBe(c.session.referralCode);
+      expect(row!.coupon_codes).toEqual(c.session.couponCodes);
+      expect(row!.attributes).toEqual(c.session.attributes);
+      expect(row!.cart_items).toEqual(JSON.parse(JSON.stringify(c.session.cartItems)));
+    }
+    const events = await t.db.query<{ session_id: string; attributes: { x: string } }>(`SELECT session_id, attributes FROM events WHERE session_id LIKE 'odd-%'`);
+    expect(new Set(events.map((e) => e.attributes.x))).toEqual(new Set(odd));
+  });
 });
