@@ -33,7 +33,7 @@ export interface AccessLogWriterOptions {
   logger: Logger;
   /** How often queued entries are written (default 250 ms). */
   flushIntervalMs?: number;
-  /** Entries per INSERT; reaching it flushes at once (default 500). */
+  /** Entries per flush (written 100 to a statement); reaching it flushes at once (default 500). */
   batchSize?: number;
   /** Entries held while the database lags; beyond it the oldest are dropped (default 20 000). */
   maxQueued?: number;
@@ -110,26 +110,21 @@ export function redactPayload(text: string): string {
   return JSON.stringify(redactValue(parsed));
 }
 
-interface Row {
-  u: string;
-  c: number;
-  a: number | null;
-  t: string;
-  s: number;
-  m: string;
-  p: string;
-  r: string;
-  q: string;
-  o: string;
-}
+/** Entries per INSERT statement: a flush of more sends several. */
+const ROWS_PER_STATEMENT = 100;
+const COLUMNS = ['uuid', 'integer', 'integer', 'timestamptz', 'integer', 'text', 'text', 'text', 'text', 'text'] as const;
 
-// One statement per batch: the rows, the per-account call counts. An Application that is gone
-// (or, defensively, not of the entry's account) leaves the entry account-level instead of failing
-// the batch; an account that is gone drops its entries.
+// One statement per chunk of ROWS_PER_STATEMENT entries: the rows, the per-account call counts.
+// Every value is a parameter of its own (rows of NULLs, left out, fill the last chunk, so that the
+// statement's text never changes): PostgreSQL takes a text parameter as it is, where the same
+// payloads inside one JSON document had to be parsed and unescaped (two thirds of the insert's
+// time). An Application that is gone (or, defensively, not of the entry's account) leaves the
+// entry account-level instead of failing the chunk; an account that is gone drops its entries.
 const INSERT = `
 WITH batch AS (
-  SELECT * FROM json_to_recordset($1::json)
-    AS r(u uuid, c integer, a integer, t timestamptz, s integer, m text, p text, r text, q text, o text)
+  SELECT * FROM (VALUES ${Array.from({ length: ROWS_PER_STATEMENT }, (_, i) => `(${COLUMNS.map((type, k) => `$${i * COLUMNS.length + k + 1}::${type}`).join(', ')})`).join(',\n    ')}
+  ) AS r(u, c, a, t, s, m, p, r, q, o)
+  WHERE r.u IS NOT NULL
 ), inserted AS (
   INSERT INTO access_logs (uuid, account_id, application_id, time, status, method, path, request_uri, request_payload, response_payload)
   SELECT b.u, b.c, (SELECT ap.id FROM applications ap WHERE ap.id = b.a AND ap.account_id = b.c), b.t, b.s, b.m, b.p, b.r, b.q, b.o
@@ -244,31 +239,26 @@ export class AccessLogWriter implements AccessLogSink {
   }
 
   private async insert(batch: Queued[]): Promise<void> {
-    const rows: Row[] = batch.map(({ entry: e, request, response }) => ({
-      u: e.uuid,
-      c: e.accountId,
-      a: e.applicationId ?? null,
-      t: e.time.toISOString(),
-      s: e.status,
-      m: e.method,
-      p: clean(e.path),
-      r: clean(e.requestUri),
-      q: clean(stored(request)),
-      o: clean(stored(response)),
-    }));
-    const json = JSON.stringify(rows);
-    // One retry: a deadlock with another node's flush over the same accounts is worth a second go.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.options.db.query(INSERT, [json]);
-        this.written += batch.length;
-        return;
-      } catch (e) {
-        if (attempt < 2) continue;
-        this.drop(batch.length);
-        // The error only: a payload could hold what the redaction did not know to hide.
-        this.options.logger.warn('access log batch not written', { entries: batch.length, error: (e as Error).message });
-        return;
+    for (let from = 0; from < batch.length; from += ROWS_PER_STATEMENT) {
+      const chunk = batch.slice(from, from + ROWS_PER_STATEMENT);
+      const params: unknown[] = [];
+      for (const { entry: e, request, response } of chunk) {
+        params.push(e.uuid, e.accountId, e.applicationId ?? null, e.time.toISOString(), e.status, e.method, clean(e.path), clean(e.requestUri), clean(stored(request)), clean(stored(response)));
+      }
+      while (params.length < ROWS_PER_STATEMENT * COLUMNS.length) params.push(null);
+      // One retry: a deadlock with another node's flush over the same accounts is worth a second go.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.options.db.query(INSERT, params);
+          this.written += chunk.length;
+          break;
+        } catch (e) {
+          if (attempt < 2) continue;
+          this.drop(chunk.length);
+          // The error only: a payload could hold what the redaction did not know to hide.
+          this.options.logger.warn('access log batch not written', { entries: chunk.length, error: (e as Error).message });
+          break;
+        }
       }
     }
   }

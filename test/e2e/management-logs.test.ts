@@ -491,7 +491,13 @@ describe('Management API: access logs and webhook logs', () => {
       const db: Queryable = {
         query: async (_text, params) => {
           if (blocked) await blocked;
-          batches.push(JSON.parse(params![0] as string));
+          // Ten parameters a row (uuid, account, Application, time, status, method, path, URI,
+          // request and response payloads), rows of NULLs after the last entry.
+          const rows: Array<{ u: string; q: string; o: string }> = [];
+          for (let i = 0; i < params!.length; i += 10) {
+            if (params![i] !== null) rows.push({ u: params![i] as string, q: params![i + 8] as string, o: params![i + 9] as string });
+          }
+          batches.push(rows);
           return [];
         },
         exec: async () => undefined,
