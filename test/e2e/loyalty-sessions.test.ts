@@ -222,6 +222,31 @@ describe('loyalty in sessions (PGlite, controllable clock)', () => {
     expect(nobody.response.status).toBe(404);
   });
 
+  it('replays the identical body, loyalty and ledger entries included, for a close sent again with its Idempotency-Key', async () => {
+    unwrap(await touch(shop.integration, 'ida'));
+    const send = () =>
+      shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'ida-1' } },
+        body: { customerSession: { profileId: 'ida', state: 'closed', cartItems: lines(30) } as never, responseContent: ['loyalty', 'customerProfile', 'customerSession', 'event', 'triggeredCampaigns'] as never },
+        headers: { 'Idempotency-Key': 'ida-close' },
+      });
+    const first = await send();
+    expect(first.response.status).toBe(200);
+    const body = first.data as unknown as { loyalty: { programs: Record<string, { id: number; ledger: { pendingBalance: number } }> } };
+    expect(Object.values(body.loyalty.programs).find((p) => p.id === pid)!.ledger.pendingBalance).toBe(30);
+    const again = await send();
+    expect(again.response.status).toBe(200);
+    expect(again.data).toEqual(first.data);
+    // Earned once; the key with another body is refused.
+    expect(await grants(t, pid, 'ida')).toEqual([['purchase', 30, 30]]);
+    const other = await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+      params: { path: { customerSessionId: 'ida-1' } },
+      body: { customerSession: { profileId: 'ida', state: 'closed', cartItems: lines(31) } as never },
+      headers: { 'Idempotency-Key': 'ida-close' },
+    });
+    expect(other.response.status).toBe(409);
+  });
+
   it("another Application's program earns nothing, and the other Application's sessions earn nothing in it", async () => {
     const foreign = await program(t, other.applicationId);
     await addCampaign(t.admin, shop.applicationId, [rule(true, [['addLoyaltyPoints', foreign, 10]], 'foreign')]);
