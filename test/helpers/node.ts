@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { startNode, type NodeOptions, type RunningNode } from '../../cluster/index.js';
 import { createIntegrationClient, createManagementClient, login, unwrap, type IntegrationClient, type ManagementClient } from '../../sdk/index.js';
 import type { Clock } from '../../services/shared/index.js';
@@ -113,7 +115,7 @@ export async function freePort(): Promise<number> {
 /** A node in its own process, started by `startNodeProcess`. */
 export interface NodeProcess {
   url: string;
-  child: import('node:child_process').ChildProcess;
+  child: ChildProcess;
   /** What it printed (stdout and stderr), for failure messages. */
   log: string;
 }
@@ -124,8 +126,7 @@ export interface NodeProcess {
  * Resolves once `/readyz` answers 200.
  */
 export async function startNodeProcess(schema: string, env: Record<string, string> = {}): Promise<NodeProcess> {
-  const { spawn } = await import('node:child_process');
-  const mainTs = new URL('../../cluster/main.ts', import.meta.url).pathname;
+  const mainTs = fileURLToPath(new URL('../../cluster/main.ts', import.meta.url));
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', mainTs], {
     env: {
