@@ -216,7 +216,7 @@ function priceOf(price: number, effects: readonly Effect[]): Priced {
   const counted = effects.filter((e) => e.effectType === 'setDiscountPerItem' && Number(e.props.position) === 0);
   const byCampaign = new Map<number, number>();
   for (const e of counted) byCampaign.set(e.campaignId, addExact(byCampaign.get(e.campaignId) ?? 0, Number(e.props.value)));
-  const discount = counted.length === 0 ? 0 : addExact(...counted.map((e) => Number(e.props.value)));
+  const discount = addExact(...counted.map((e) => Number(e.props.value)));
   return {
     // The engine caps item discounts at the line's amount: never below zero.
     strikethroughPrice: Math.max(0, addExact(price, -discount)),

@@ -4,7 +4,7 @@
 // when configured, else a transport that only logs recipient and subject), retrying with backoff
 // and marking a row failed after maxAttempts. Bodies may carry tokens: they are never logged, and
 // blanked once sent or failed.
-import { DispatchLoop, type Clock, type Logger } from '../shared/index.js';
+import { DispatchLoop, retryDelay, type Clock, type Logger } from '../shared/index.js';
 import type { Db } from '../store/index.js';
 import { sendSmtp, type SmtpOptions } from './smtp.js';
 
@@ -96,7 +96,8 @@ export class MailDispatcher extends DispatchLoop {
           await db.query(`UPDATE mail_outbox SET state = 'failed', body = '', last_error = $2 WHERE id = $1`, [row.id, error]);
           this.logger.warn('mail failed for good', { id: row.id, to: row.recipient, attempts: row.attempts, error });
         } else {
-          const delay = Math.min(this.backoffMs * 2 ** (row.attempts - 1), 3600_000);
+          // No jitter: a mail relay is one receiver, not many coming back at once.
+          const delay = retryDelay(row.attempts, this.backoffMs, 3600_000, () => 1);
           await db.query(`UPDATE mail_outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1`, [
             row.id,
             new Date(clock.now().getTime() + delay).toISOString(),

@@ -4,6 +4,7 @@
 // outbox in the transaction of its change (enqueueNotifications) and only for subscribers.
 import { couponView } from './coupons.js';
 import type { Queryable } from './db.js';
+import { LOYALTY_NOTIFICATION_TYPES } from './loyalty-notifications.js';
 import { enqueueNotifications } from './outbox.js';
 
 export const NOTIFICATION_TYPES = [
@@ -16,11 +17,7 @@ export const NOTIFICATION_TYPES = [
   'CouponsUpdated',
   'CouponsDeleted',
   'StrikethroughPrice',
-  'LoyaltyPointsAdded',
-  'LoyaltyPointsDeducted',
-  'LoyaltyPointsExpiring',
-  'TierUpgrade',
-  'TierDowngrade',
+  ...LOYALTY_NOTIFICATION_TYPES,
 ] as const;
 export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
 
