@@ -5,10 +5,10 @@
 // them redacted; the signing secret is never shown. A change is a configuration change of the
 // Application: the integration snapshots hold the types that have subscribers, and a commit
 // writes the rule engine's notifications only for those.
-import { badRequest, notFound } from '../shared/index.js';
+import { notFound } from '../shared/index.js';
 import type { NotificationType, Queryable } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
-import { checkEndpointCredentials, checkEndpointHeaders } from './outbound-endpoints.js';
+import { checkEndpointHeaders, checkEndpointUrl, redactedHeaders } from './outbound-endpoints.js';
 
 export interface NotificationWebhookBody {
   url: string;
@@ -38,20 +38,13 @@ const mayWrite = (principal: Principal, applicationId: number): boolean =>
 function viewFor(principal: Principal, r: Record<string, unknown>): Record<string, unknown> {
   const view = notificationWebhookView(r);
   if (!mayWrite(principal, r.application_id as number)) {
-    view.headers = (view.headers as string[]).map((h) => `${h.slice(0, Math.max(0, h.indexOf(':')))}: [redacted]`);
+    view.headers = redactedHeaders(view.headers as string[]);
   }
   return view;
 }
 
 function checkBody(body: NotificationWebhookBody): void {
-  let url: URL;
-  try {
-    url = new URL(body.url);
-  } catch {
-    throw badRequest('`url` must be an absolute http or https URL', '/url');
-  }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') throw badRequest('`url` must be an absolute http or https URL', '/url');
-  checkEndpointCredentials(url, '/url');
+  checkEndpointUrl(body.url, '/url');
   checkEndpointHeaders(body.headers);
 }
 

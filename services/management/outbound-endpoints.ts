@@ -30,9 +30,22 @@ export function checkEndpointHeaders(headers: readonly string[] | undefined): vo
   });
 }
 
-/** Refuses a URL with a user name or password: fetch never sends one (credentials go in a header, whose value is redacted for readers). */
-export function checkEndpointCredentials(url: URL, pointer: string): void {
+/**
+ * Refuses what is not an absolute http or https URL, and a URL with a user name or password:
+ * fetch never sends one (credentials go in a header, whose value is redacted for readers).
+ */
+export function checkEndpointUrl(text: string, pointer: string): void {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw badRequest('`url` must be an absolute http or https URL', pointer);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') throw badRequest('`url` must be an absolute http or https URL', pointer);
   if (url.username !== '' || url.password !== '') {
     throw badRequest('`url` cannot contain credentials (user:password@); send them in a header such as Authorization', pointer);
   }
 }
+
+/** Header lines as a reader who may not change the endpoint sees them: each name, its value redacted. */
+export const redactedHeaders = (lines: readonly string[]): string[] => lines.map((h) => `${h.slice(0, Math.max(0, h.indexOf(':')))}: [redacted]`);

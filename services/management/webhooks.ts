@@ -5,7 +5,7 @@
 import { AppError, badRequest, notFound, parseTemplate, TemplateError, type TemplatePart } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 import { compact, isAdmin, iso, listPage, requireApplication, visibleApplicationIds, type ListQuery, type ManagementContext, type Principal } from './context.js';
-import { checkEndpointCredentials, checkEndpointHeaders } from './outbound-endpoints.js';
+import { checkEndpointHeaders, checkEndpointUrl, redactedHeaders } from './outbound-endpoints.js';
 
 export interface WebhookParam {
   title: string;
@@ -61,7 +61,7 @@ const mayChange = (principal: Principal, r: Record<string, unknown>): boolean =>
 function webhookFor(principal: Principal, r: Record<string, unknown>): Record<string, unknown> {
   const view = webhookView(r);
   if (!mayChange(principal, r) && Array.isArray(view.headers)) {
-    view.headers = (view.headers as string[]).map((h) => `${h.slice(0, Math.max(0, h.indexOf(':')))}: [redacted]`);
+    view.headers = redactedHeaders(view.headers as string[]);
   }
   return view;
 }
@@ -114,17 +114,7 @@ function checkBody(body: WebhookBody): void {
     titles.add(p.title);
   });
   checkTemplate(body.payload ?? '', titles, '/payload');
-  const url = checkTemplate(body.url, titles, '/url');
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw badRequest('`url` must be an absolute http or https URL', '/url');
-  }
-  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hostname === '') {
-    throw badRequest('`url` must be an absolute http or https URL', '/url');
-  }
-  checkEndpointCredentials(parsed, '/url');
+  checkEndpointUrl(checkTemplate(body.url, titles, '/url'), '/url');
   checkEndpointHeaders(body.headers);
 }
 
