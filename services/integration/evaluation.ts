@@ -109,7 +109,7 @@ export class CampaignEvaluation {
     const loaded = await loadFacts(this.db, snapshot.application, campaigns, s, req.now, uuid());
     if (req.own) discountOwn(loaded, req.own);
     // The webhooks a triggerWebhook effect may name (by id, with the name it shows).
-    if (snapshot.webhooks.size > 0) loaded.facts.webhooks = Object.fromEntries([...snapshot.webhooks].map(([id, w]) => [String(id), { name: w.title }]));
+    if (snapshot.webhookFacts) loaded.facts.webhooks = snapshot.webhookFacts;
     if (campaigns.length === 0 && s.couponCodes.length === 0 && !s.referralCode) return { ...EMPTY, snapshot, loaded };
     const result = await this.evaluator.evaluate(
       engineInput(snapshot.application, campaigns, {

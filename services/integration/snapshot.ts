@@ -56,6 +56,8 @@ export interface AppSnapshot {
   application: ApplicationSettings;
   /** The webhooks attached to the Application, by id. */
   webhooks: Map<number, WebhookDefinition>;
+  /** The same webhooks as the engine's facts show them (id to name), when there are any. */
+  webhookFacts: Record<string, { name: string }> | undefined;
   /** Every campaign that has an active ruleset and is not archived, in list order. */
   campaigns: CampaignSnapshot[];
   /** Whether a catalog is subscribed by the Application (sessions look up cart SKUs only then). */
@@ -187,6 +189,7 @@ export class SnapshotCache {
     return {
       application,
       webhooks,
+      webhookFacts: webhooks.size > 0 ? Object.fromEntries([...webhooks].map(([id, w]) => [String(id), { name: w.title }])) : undefined,
       campaigns,
       hasCatalogs: first.has_catalogs === true,
       notificationTypes: new Set(first.notification_types as string[]),
