@@ -67,18 +67,11 @@ export function nodeOptionsFromEnv(env: NodeJS.ProcessEnv): NodeOptions {
     },
   };
   // Leave unset options out so each component's documented default applies.
-  for (const k of Object.keys(opts) as Array<keyof NodeOptions>) if (opts[k] === undefined) delete opts[k];
-  for (const k of Object.keys(opts.evaluator!) as Array<keyof NonNullable<NodeOptions['evaluator']>>) {
-    if (opts.evaluator![k] === undefined) delete opts.evaluator![k];
-  }
-  for (const k of Object.keys(opts.outbox!) as Array<keyof NonNullable<NodeOptions['outbox']>>) {
-    if (opts.outbox![k] === undefined) delete opts.outbox![k];
-  }
-  for (const k of Object.keys(opts.couponJobs!) as Array<keyof NonNullable<NodeOptions['couponJobs']>>) {
-    if (opts.couponJobs![k] === undefined) delete opts.couponJobs![k];
-  }
-  for (const k of Object.keys(opts.strikethroughJobs!) as Array<keyof NonNullable<NodeOptions['strikethroughJobs']>>) {
-    if (opts.strikethroughJobs![k] === undefined) delete opts.strikethroughJobs![k];
-  }
+  for (const o of [opts, opts.evaluator, opts.outbox, opts.couponJobs, opts.strikethroughJobs]) withoutUndefined(o as Record<string, unknown>);
   return opts;
+}
+
+/** Deletes the properties whose value is undefined (in place). */
+function withoutUndefined(o: Record<string, unknown>): void {
+  for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k];
 }
