@@ -132,17 +132,15 @@ export class LoyaltyService {
       if (r.card_based && r.joined === null) continue;
       const ledgers = profileLedgers.get(Number(r.id)) ?? new Map<string, Balances>();
       const mine = uncommitted.filter((e) => Number(e.props.programId) === Number(r.id) && !r.card_based && ledgerProfile(e, request.profileId) === request.profileId);
-      const tentative = tentativeOf(ledgers, mine, r, now);
-      const subledgers: Record<string, unknown> = {};
-      for (const id of [...new Set([...ledgers.keys(), ...tentative.keys()])].sort()) if (id !== '') subledgers[id] = ledgerObject(ledgers.get(id) ?? EMPTY_BALANCES, [], tentative.get(id));
       if (r.joined === null && mine.length === 0) continue;
+      const { ledger, subledgers } = ledgerObjects(ledgers, r.tiers ?? [], tentativeOf(ledgers, mine, r, now));
       programs[r.name] = {
         id: Number(r.id),
         title: r.title,
         name: r.name,
         // A program the profile joins only when the session closes has no join date yet.
         ...(r.joined !== null ? { joinDate: iso(r.joined) } : {}),
-        ledger: ledgerObject(ledgers.get('') ?? EMPTY_BALANCES, r.tiers ?? [], tentative.get('')),
+        ledger,
         ...(Object.keys(subledgers).length > 0 ? { subledgers } : {}),
       };
     }
