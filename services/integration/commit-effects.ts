@@ -17,6 +17,7 @@ import {
   loyaltySubscriptions,
   notifyPointsChanges,
   payDebts,
+  ownerColumn,
   referralView,
   settleLedger,
   spendPoints,
@@ -766,7 +767,7 @@ async function rollbackLoyalty(tx: Queryable, k: LoyaltyCounter, amount: number,
             EXISTS (SELECT 1 FROM loyalty_transactions WHERE id = $4 AND type = 'subtraction') AS subtraction,
             (SELECT customer_session_id FROM loyalty_transactions WHERE id = $4) AS session
        FROM loyalty_ledgers l JOIN loyalty_programs p ON p.id = l.program_id
-      WHERE l.program_id = $1 AND ${key.cardId !== undefined ? 'l.card_id' : 'l.profile_id'} = $2 AND l.subledger_id = $3`,
+      WHERE l.program_id = $1 AND l.${ownerColumn(key)} = $2 AND l.subledger_id = $3`,
     [key.programId, key.cardId ?? key.profileId, key.subledgerId, k.transactionId],
   );
   // A rollback of an addition is a deduction, and the other way round: notified as such, reason `rollback`.

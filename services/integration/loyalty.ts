@@ -11,8 +11,10 @@ import {
   balancesOf,
   checkTier,
   EMPTY_BALANCES,
+  keyParams,
   ledgerObject,
   ledgerObjects,
+  ledgerWhere,
   lockLedger,
   loyaltySubscriptions,
   notifyExpiringPoints,
@@ -308,8 +310,8 @@ export async function settleDueLedgers(db: Db, now: Date, options: SettleOptions
       await settleLedger(tx, key, now);
       await tx.query(
         `UPDATE loyalty_transactions SET activation_pending = false
-          WHERE program_id = $1 AND ${key.cardId !== undefined ? 'card_id' : 'profile_id'} = $2 AND subledger_id = $3 AND activation_pending AND start_date <= $4`,
-        [key.programId, key.cardId ?? key.profileId, key.subledgerId, at],
+          WHERE ${ledgerWhere(key)} AND activation_pending AND start_date <= $4`,
+        [...keyParams(key), at],
       );
       let written = 0;
       const end = until.get(key.programId);

@@ -56,9 +56,11 @@ export type LedgerKey = LedgerOwner & {
   subledgerId: string;
 };
 
+/** The column that names a ledger's owner: its card's for a card ledger, else its profile's. */
+export const ownerColumn = (owner: LedgerOwner): 'card_id' | 'profile_id' => (owner.cardId !== undefined ? 'card_id' : 'profile_id');
 /** The ledger's rows: `program_id = $1 AND <owner> = $2 AND subledger_id = $3` with keyParams. */
-const ledgerWhere = (key: LedgerOwner): string => `program_id = $1 AND ${key.cardId !== undefined ? 'card_id' : 'profile_id'} = $2 AND subledger_id = $3`;
-const keyParams = (key: LedgerKey): unknown[] => [key.programId, key.cardId ?? key.profileId, key.subledgerId];
+export const ledgerWhere = (key: LedgerOwner): string => `program_id = $1 AND ${ownerColumn(key)} = $2 AND subledger_id = $3`;
+export const keyParams = (key: LedgerKey): unknown[] => [key.programId, key.cardId ?? key.profileId, key.subledgerId];
 /** Values of (program_id, profile_id, card_id, subledger_id) for an insert. */
 const ownerValues = (key: LedgerKey): unknown[] => [key.programId, key.profileId ?? null, key.cardId ?? null, key.subledgerId];
 
@@ -264,13 +266,13 @@ export function netOfDebt(active: number, debt: number): { activePoints: number;
 export async function balancesOf(db: Queryable, programIds: readonly number[], owner: LedgerOwner, at: Date, historic = false): Promise<Map<number, Map<string, Balances>>> {
   const out = new Map<number, Map<string, Balances>>();
   if (programIds.length === 0) return out;
-  const ownerColumn = owner.cardId !== undefined ? 'card_id' : 'profile_id';
+  const owned = ownerColumn(owner);
   const source = historic
-    ? `(SELECT t.program_id, t.${ownerColumn}, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
+    ? `(SELECT t.program_id, t.${owned}, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
                CASE WHEN t.type = 'addition' THEN t.remaining + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c
                    JOIN loyalty_transactions x ON x.id = c.transaction_id WHERE c.grant_id = t.id AND COALESCE(c.created, x.created) > $3), 0) END AS remaining,
                t.uncovered + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c WHERE c.transaction_id = t.id AND c.created > $3), 0) AS uncovered
-          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.${ownerColumn} = $2 AND t.created <= $3) AS loyalty_transactions`
+          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.${owned} = $2 AND t.created <= $3) AS loyalty_transactions`
     : 'loyalty_transactions';
   const rows = await db.query<{ program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string; debt: string }>(
     `SELECT program_id, subledger_id,
@@ -280,7 +282,7 @@ export async function balancesOf(db: Queryable, programIds: readonly number[], o
             (COALESCE(SUM(amount) FILTER (WHERE type = 'expire' AND created <= $3), 0)
               + COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND expiry_date <= $3), 0))::text AS expired,
             COALESCE(SUM(uncovered) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS debt
-       FROM ${source} WHERE program_id = ANY($1::int[]) AND ${ownerColumn} = $2
+       FROM ${source} WHERE program_id = ANY($1::int[]) AND ${owned} = $2
       GROUP BY program_id, subledger_id`,
     [programIds, owner.cardId ?? owner.profileId, at.toISOString()],
   );

@@ -7,7 +7,7 @@
 // its transaction, under the ledger's lock, and only when the program has subscribers of the type
 // (loyaltySubscriptions, or the same subquery folded into a query the writer makes anyway).
 import type { Queryable } from './db.js';
-import { netOfDebt, tierOf, type LedgerKey, type Tier } from './loyalty-ledger.js';
+import { netOfDebt, ownerColumn, tierOf, type LedgerKey, type Tier } from './loyalty-ledger.js';
 
 export const LOYALTY_NOTIFICATION_TYPES = ['LoyaltyPointsAdded', 'LoyaltyPointsDeducted', 'LoyaltyPointsExpiring', 'TierUpgrade', 'TierDowngrade'] as const;
 export type LoyaltyNotificationType = (typeof LOYALTY_NOTIFICATION_TYPES)[number];
@@ -134,8 +134,6 @@ export async function notifyPointsChanges(tx: Queryable, changes: readonly Point
   for (const g of groups.values()) written += await enqueueProgramNotifications(tx, { programId: g.programId, notificationType: g.type, bodies: g.bodies }, now);
   return written;
 }
-
-const ownerColumn = (key: LedgerKey) => (key.cardId !== undefined ? 'card_id' : 'profile_id');
 
 /**
  * TierUpgrade / TierDowngrade when the tier of the (locked) main ledger's active balance is not
