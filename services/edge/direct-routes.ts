@@ -73,13 +73,14 @@ export class DirectRoutes {
     const parts = path.split('/');
     // The first route express would take (it compares case-insensitively); served here only when
     // that match is exact.
+    const lower = path.toLowerCase().split('/');
     let route: DirectRoute | undefined;
     for (const r of routes) {
       if (r.segments.length !== parts.length) continue;
       let ok = true;
       for (let i = 0; i < parts.length && ok; i++) {
         const lit = r.lower[i];
-        ok = lit === null ? parts[i]!.length > 0 : parts[i]!.toLowerCase() === lit;
+        ok = lit === null ? parts[i]!.length > 0 : lower[i] === lit;
       }
       if (ok) {
         route = r;
