@@ -32,6 +32,7 @@ import { counterId, normalizeCode, type LoadedFacts, type LimitKey } from './fac
 import type { ApplicationSettings, CampaignSnapshot } from './snapshot.js';
 import { commitAchievementProgress, rollbackAchievementProgress, type AchievementEntry } from './achievements.js';
 import { webhookEffects, webhookRequests } from './webhooks.js';
+import { ledgerProfile } from './loyalty.js';
 import type { WebhookDefinition } from './snapshot.js';
 
 /**
@@ -650,9 +651,7 @@ async function commitLoyalty(tx: Queryable, c: EffectsCommit, effects: readonly 
       items.push({ e, key: { programId: program.id, cardId, subledgerId }, owner: identifier, card: identifier });
       continue;
     }
-    const recipient = e.effectType === 'addLoyaltyPoints' && typeof e.props.recipientIntegrationId === 'string' && e.props.recipientIntegrationId !== ''
-      ? e.props.recipientIntegrationId
-      : c.profileId;
+    const recipient = ledgerProfile(e, c.profileId);
     if (recipient === '') continue;
     let profileId = profileIds.get(recipient);
     if (profileId === undefined) {

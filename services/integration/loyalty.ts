@@ -196,7 +196,7 @@ export class LoyaltyService {
 }
 
 /** The profile whose ledger a profile-based effect changes: an addition's recipient, else the session's. */
-const ledgerProfile = (e: LoyaltyEffect, sessionProfile: string): string =>
+export const ledgerProfile = (e: LoyaltyEffect, sessionProfile: string): string =>
   e.effectType === 'addLoyaltyPoints' && typeof e.props.recipientIntegrationId === 'string' && e.props.recipientIntegrationId !== '' ? e.props.recipientIntegrationId : sessionProfile;
 
 /**
