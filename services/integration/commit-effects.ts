@@ -399,8 +399,9 @@ export function statsDeltaSelect(json: string, at: string, from = ''): string {
   return `SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", ${at}
        FROM ${from ? `${from}, ` : ''}jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
 }
-export const statsDeltaJson = (stats: readonly Stats[]): string =>
-  JSON.stringify(stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons })));
+export const statsDeltaRows = (stats: readonly Stats[]) =>
+  stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }));
+export const statsDeltaJson = (stats: readonly Stats[]): string => JSON.stringify(statsDeltaRows(stats));
 
 /** Appends changes of campaign statistics in one statement; foldCampaignStats moves them into campaigns. */
 async function appendStats(tx: Queryable, stats: readonly Stats[], now: Date | undefined): Promise<void> {

@@ -2,7 +2,7 @@
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
+import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
 export interface ProfileRecord {
@@ -361,15 +361,18 @@ export function eventView(e: EventRecord): Record<string, unknown> {
 }
 
 /**
- * Commits many sessions' plain updates (no profile counters to change) in one statement: what the
- * group commit sends when several arrive together. One round trip, one wake-up of the server and
- * one WAL flush for all of them. Each result is the commit's, or a StaleSessionError for a session
- * whose update count moved (nothing of it is written).
+ * Commits many sessions' updates in one statement: what the group commit sends when several
+ * arrive together. One round trip, one wake-up of the server and one WAL flush for all of them.
+ * Plain updates and closes that commit nothing but the session, its profile's counters and
+ * campaign statistics (no counter with a limit) can be in one batch. Each result is the commit's,
+ * or a StaleSessionError for a session whose update count moved (nothing of it is written).
+ * Closes of one profile in one batch add up; each gets the profile as it is after all of them.
  */
 export async function commitSessionsTogether(db: Queryable, commits: readonly SessionCommit[]): Promise<Array<SessionCommitResult | StaleSessionError>> {
   const rows = commits.map((c, n) => {
-    if ((c.profileDelta?.closedSessions ?? 0) !== 0 || (c.profileDelta?.totalSales ?? 0) !== 0 || (c.stats?.length ?? 0) > 0) {
-      throw new Error('commitSessionsTogether takes plain updates only');
+    // Counters only go up here (a close); what takes them back (cancel, returns) commits alone.
+    if ((c.profileDelta?.closedSessions ?? 0) < 0 || (c.profileDelta?.totalSales ?? 0) < 0) {
+      throw new Error('commitSessionsTogether takes no profile counter going down');
     }
     const s = c.session;
     return {
@@ -399,6 +402,9 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
       expected: c.expectedUpdateCount,
       account_id: c.accountId,
       needed: c.knownProfile === undefined && c.profileNeeded === true,
+      closed: c.profileDelta?.closedSessions ?? 0,
+      sales: c.profileDelta?.totalSales ?? 0,
+      stats: c.stats && c.stats.length > 0 ? statsDeltaRows(c.stats) : null,
       // Each event's effects are the session's (not sent twice) or its own.
       events: c.events.map((e) => ({ type: e.type, attributes: e.attributes, ...(e.effects === s.effects ? { same: true } : { effects: e.effects }) })),
     };
@@ -409,7 +415,8 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
          cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
          additional_cost_total numeric, first_session boolean, first_unknown boolean, effects json, now timestamptz, closed_at timestamptz,
-         committed_effects json, committed_counters json, expected int, account_id int, needed boolean, events json)
+         committed_effects json, committed_counters json, expected int, account_id int, needed boolean, closed int, sales numeric,
+         stats jsonb, events json)
      ),
      u AS (
        UPDATE customer_sessions s SET profile_id = x.profile_id, store_integration_id = x.store_integration_id, state = x.state,
@@ -451,20 +458,37 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
               r.first_session AS session_first
          FROM x JOIN r ON r.n = x.n
      ),
+     -- One row per profile: what its counters change by (an upsert may touch a row once).
+     pd AS (
+       SELECT account_id, profile_id, max(now) AS now, bool_or(needed) AS needed, sum(closed)::int AS closed, sum(sales) AS sales,
+              bool_or(closed <> 0 OR sales <> 0) AS counting
+         FROM w WHERE profile_id <> '' GROUP BY account_id, profile_id
+     ),
+     -- Counters to change: upserted. Otherwise the profile is updated only when its lastActivity
+     -- is a minute old or the caller needs the row back, and inserted when missing (see commitSession).
+     pc AS (
+       INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, closed_sessions, total_sales)
+       SELECT account_id, profile_id, now, now, closed, sales FROM pd WHERE counting
+       ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity,
+         closed_sessions = customer_profiles.closed_sessions + EXCLUDED.closed_sessions,
+         total_sales = customer_profiles.total_sales + EXCLUDED.total_sales
+       RETURNING *
+     ),
      pu AS (
-       UPDATE customer_profiles p SET last_activity = w.now
-         FROM (SELECT DISTINCT ON (account_id, profile_id) * FROM w WHERE profile_id <> '' ORDER BY account_id, profile_id, needed DESC) w
-        WHERE p.account_id = w.account_id AND p.integration_id = w.profile_id
-          AND (w.needed OR p.last_activity < w.now - interval '60 seconds')
+       UPDATE customer_profiles p SET last_activity = pd.now
+         FROM pd
+        WHERE NOT pd.counting AND p.account_id = pd.account_id AND p.integration_id = pd.profile_id
+          AND (pd.needed OR p.last_activity < pd.now - interval '60 seconds')
        RETURNING p.*
      ),
      pi AS (
        INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
-       SELECT DISTINCT ON (account_id, profile_id) account_id, profile_id, now, now FROM w
-        WHERE profile_id <> '' AND NOT EXISTS (SELECT 1 FROM customer_profiles p WHERE p.account_id = w.account_id AND p.integration_id = w.profile_id)
+       SELECT account_id, profile_id, now, now FROM pd
+        WHERE NOT pd.counting AND NOT EXISTS (SELECT 1 FROM customer_profiles p WHERE p.account_id = pd.account_id AND p.integration_id = pd.profile_id)
        ON CONFLICT (account_id, integration_id) DO NOTHING
        RETURNING *
      ),
+     sd AS (INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSelect('w.stats', 'w.now', 'w')}),
      e AS (
        INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
        SELECT w.application_id, w.now, w.profile_id, w.integration_id, w.store_integration_id, v.type, v.attributes,
@@ -475,7 +499,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
      )
      SELECT (SELECT json_agg(json_build_object('n', w.n, 'id', w.session_row_id, 'created', w.session_created, 'updated', w.session_updated,
                                                'update_count', w.session_update_count, 'first_session', w.session_first)) FROM w) AS sessions,
-            (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
+            (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pc UNION ALL SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
             (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
                FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`,
     [JSON.stringify(rows)],

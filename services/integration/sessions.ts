@@ -367,9 +367,10 @@ export class SessionService extends IntegrationService {
         firstSessionUnknown,
         events: eventTypes.map((type) => ({ type, attributes: {}, effects: type === mainEvent ? result.effects : [] })),
       };
-      // An update that only writes the session is one statement: it needs no transaction of its
-      // own and is committed together with the other sessions' updates that arrive meanwhile.
-      const committed = t || closing ? await commitSession(t ?? this.db, commit) : await this.sessionWrites.commit(commit);
+      // An update (or a close) that only writes the session, its profile and statistics is one
+      // statement: it needs no transaction of its own and is committed together with the other
+      // sessions' updates that arrive meanwhile.
+      const committed = t ? await commitSession(t, commit) : await this.sessionWrites.commit(commit);
       if (t && ledgerEntries.length > 0) committed.events = await withLedgerEntries(t, committed.events, mainEvent, ledgerEntries);
       const state = this.finalState(snapshot, committed, mainEvent, result, responseContent, extras, outcome);
       if (scope && t) await remember(t, scope, state, this.clock);

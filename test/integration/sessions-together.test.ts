@@ -61,6 +61,59 @@ describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
     expect(events.filter((e) => e.session_id === 'old').map((e) => e.type)).toEqual(['service_session_created', 'service_session_updated', 'service_session_updated']);
   });
 
+  it('commits closes with the rest: profile counters add up per profile, statistics are appended, a stale close writes neither', async () => {
+    const [campaign] = await t.db.query<{ id: number }>(`INSERT INTO campaigns (application_id, name) VALUES (1, 'c') RETURNING id`);
+    const stats = [{ campaignId: campaign!.id, coupons: 0, referrals: 0, discount: 2.5, discountEffects: 1, createdCoupons: 0 }];
+    const open = await commitSessionsTogether(t.db, [commitOf('close-1', 'cara'), commitOf('close-2', 'cara'), commitOf('close-3', 'dan')]);
+    const stored = open.map((r) => {
+      if (r instanceof StaleSessionError) throw r;
+      return r.session;
+    });
+    const closeOf = (i: number, total: number, expected = stored[i]!.updateCount): SessionCommit => ({
+      ...commitOf(stored[i]!.integrationId, stored[i]!.profileId, expected, ['service_session_updated', 'service_session_closed']),
+      session: { ...stored[i]!, state: 'closed', total },
+      closing: true,
+      profileNeeded: true,
+      profileDelta: { closedSessions: 1, totalSales: total },
+      stats,
+    });
+    const results = await commitSessionsTogether(t.db, [
+      closeOf(0, 10.25),
+      closeOf(1, 4.5),
+      closeOf(2, 7, 9), // stale: nothing of it is written
+      commitOf('plain-cara', 'cara'),
+      commitOf('plain-eve', 'eve'),
+    ]);
+    expect(results[2]).toBeInstanceOf(StaleSessionError);
+    const [first, second] = results as Array<Exclude<(typeof results)[number], StaleSessionError>>;
+    expect(first!.session.state).toBe('closed');
+    expect(first!.events.map((e) => e.type)).toEqual(['service_session_updated', 'service_session_closed']);
+    // Both closes of cara see her profile as it is after both.
+    expect([first!.profile?.closedSessions, second!.profile?.closedSessions]).toEqual([2, 2]);
+    expect(first!.profile?.totalSales).toBe(14.75);
+    const profiles = await t.db.query<{ integration_id: string; closed_sessions: number; total_sales: string }>(
+      `SELECT integration_id, closed_sessions, total_sales::text FROM customer_profiles WHERE integration_id IN ('cara', 'dan', 'eve') ORDER BY integration_id`,
+    );
+    expect(profiles).toEqual([
+      { integration_id: 'cara', closed_sessions: 2, total_sales: '14.75' },
+      { integration_id: 'dan', closed_sessions: 0, total_sales: '0' },
+      { integration_id: 'eve', closed_sessions: 0, total_sales: '0' },
+    ]);
+    const sessions = await t.db.query<{ integration_id: string; state: string; closed: boolean }>(
+      `SELECT integration_id, state, closed_at IS NOT NULL AS closed FROM customer_sessions WHERE integration_id LIKE 'close-%' ORDER BY integration_id`,
+    );
+    expect(sessions).toEqual([
+      { integration_id: 'close-1', state: 'closed', closed: true },
+      { integration_id: 'close-2', state: 'closed', closed: true },
+      { integration_id: 'close-3', state: 'open', closed: false },
+    ]);
+    const deltas = await t.db.query<{ discount: number; n: number }>(
+      `SELECT sum(discount)::float8 AS discount, count(*)::int AS n FROM campaign_stat_deltas WHERE campaign_id = $1`,
+      [campaign!.id],
+    );
+    expect(deltas).toEqual([{ discount: 5, n: 2 }]);
+  });
+
   it('stores every character of ids, codes, attributes and cart lines as it was sent (quotes, backslashes, braces, commas, NULL, newlines, emoji)', async () => {
     const odd = ['q"uote', 'back\\slash', '{brace}', 'a,b', 'NULL', 'line\nbreak', 'tab\there', 'émoji 🎟️', ' spaced ', ''];
     const commits = odd.map((x, i): SessionCommit => {
