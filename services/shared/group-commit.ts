@@ -10,7 +10,11 @@ export interface GroupCommitOptions<I, O> {
   many: (items: I[]) => Promise<Array<O | Error>>;
   /** Most items in one batch (default 64). */
   maxBatch?: number;
-  /** Batches committing at once (default 4: some execute in the database while others flush). */
+  /**
+   * Batches committing at once (default 1). More in flight makes smaller batches: on a small
+   * machine each statement, commit and wake-up costs more CPU than it saves in waiting (measured
+   * with `npm run bench:api`: 1 in flight served 0.45x bare against 0.33x with 4).
+   */
   maxInFlight?: number;
 }
 
@@ -32,7 +36,7 @@ export class GroupCommit<I, O> {
 
   constructor(private readonly options: GroupCommitOptions<I, O>) {
     this.maxBatch = options.maxBatch ?? 64;
-    this.maxInFlight = options.maxInFlight ?? 4;
+    this.maxInFlight = options.maxInFlight ?? 1;
   }
 
   commit(item: I): Promise<O> {
