@@ -235,7 +235,8 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
     JSON.stringify(s.effects),
     c.now,
     c.closing ? c.now : null,
-    JSON.stringify(s.committedEffects),
+    // What a close commits is the session's effects ($17): sent once (NULL here), not twice.
+    s.committedEffects === s.effects ? null : JSON.stringify(s.committedEffects),
     JSON.stringify(s.committedCounters),
   ];
   const $ = (value: unknown) => `$${params.push(value)}`;
@@ -248,14 +249,14 @@ export async function commitSession(db: Queryable, c: SessionCommit): Promise<Se
          VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::json, $11::jsonb, $12::jsonb,
            $13::numeric, $14::numeric, $15::numeric,
            CASE WHEN ${$(c.firstSessionUnknown === true)}::boolean THEN ${FIRST_SESSION('$1', '$3')} ELSE $16 END,
-           $17::json, $18, $18, $19, $20::json, $21::json, 1)
+           $17::json, $18, $18, $19, coalesce($20::json, $17::json), $21::json, 1)
          ON CONFLICT ${SESSION_KEY} DO NOTHING
          RETURNING id, created, updated, update_count, first_session`
       : `UPDATE customer_sessions SET profile_id = $3, store_integration_id = $4, state = $5, coupon_codes = $6::jsonb,
            referral_code = $7, loyalty_cards = $8::jsonb, identifiers = $9::jsonb, cart_items = $10::json,
            additional_costs = $11::jsonb, attributes = $12::jsonb, total = $13::numeric, cart_item_total = $14::numeric,
            additional_cost_total = $15::numeric, first_session = $16, effects = $17::json, updated = $18,
-           closed_at = COALESCE($19, closed_at), committed_effects = $20::json, committed_counters = $21::json,
+           closed_at = COALESCE($19, closed_at), committed_effects = coalesce($20::json, $17::json), committed_counters = $21::json,
            update_count = update_count + 1
          WHERE ${SESSION_ID_MATCH('customer_sessions', '$1', '$2')} AND update_count = ${$(c.expectedUpdateCount)}
          RETURNING id, created, updated, update_count, first_session`;
@@ -397,7 +398,8 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
       effects: s.effects,
       now: c.now,
       closed_at: c.closing ? c.now : null,
-      committed_effects: s.committedEffects,
+      // A close's committed effects are its effects: sent once (null here), not twice.
+      committed_effects: s.committedEffects === s.effects ? null : s.committedEffects,
       committed_counters: s.committedCounters,
       expected: c.expectedUpdateCount,
       account_id: c.accountId,
@@ -423,7 +425,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
          coupon_codes = x.coupon_codes, referral_code = x.referral_code, loyalty_cards = x.loyalty_cards, identifiers = x.identifiers,
          cart_items = x.cart_items, additional_costs = x.additional_costs, attributes = x.attributes, total = x.total,
          cart_item_total = x.cart_item_total, additional_cost_total = x.additional_cost_total, first_session = x.first_session,
-         effects = x.effects, updated = x.now, closed_at = COALESCE(x.closed_at, s.closed_at), committed_effects = x.committed_effects,
+         effects = x.effects, updated = x.now, closed_at = COALESCE(x.closed_at, s.closed_at), committed_effects = coalesce(x.committed_effects, x.effects),
          committed_counters = x.committed_counters, update_count = s.update_count + 1
          FROM x
         WHERE x.expected > 0 AND ${SESSION_ID_MATCH('s', 'x.application_id', 'x.integration_id')} AND s.update_count = x.expected
@@ -437,7 +439,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
        SELECT application_id, integration_id, profile_id, store_integration_id, state, coupon_codes, referral_code, loyalty_cards,
          identifiers, cart_items, additional_costs, attributes, total, cart_item_total, additional_cost_total,
          CASE WHEN x.first_unknown THEN ${FIRST_SESSION('x.application_id', 'x.profile_id')} ELSE x.first_session END,
-         effects, now, now, closed_at, committed_effects, committed_counters, 1
+         effects, now, now, closed_at, coalesce(committed_effects, effects), committed_counters, 1
          FROM x WHERE x.expected = 0
        ON CONFLICT ${SESSION_KEY} DO NOTHING
        RETURNING application_id, integration_id, id, created, updated, update_count, first_session

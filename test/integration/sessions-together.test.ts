@@ -69,9 +69,11 @@ describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
       if (r instanceof StaleSessionError) throw r;
       return r.session;
     });
+    const effects = [{ effectType: 'setDiscount', props: { name: 'close', value: 1.5 } }];
     const closeOf = (i: number, total: number, expected = stored[i]!.updateCount): SessionCommit => ({
       ...commitOf(stored[i]!.integrationId, stored[i]!.profileId, expected, ['service_session_updated', 'service_session_closed']),
-      session: { ...stored[i]!, state: 'closed', total },
+      // As a close commits them: its committed effects are its effects (the same array).
+      session: { ...stored[i]!, state: 'closed', total, effects, committedEffects: effects },
       closing: true,
       profileNeeded: true,
       profileDelta: { closedSessions: 1, totalSales: total },
@@ -99,19 +101,43 @@ describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
       { integration_id: 'dan', closed_sessions: 0, total_sales: '0' },
       { integration_id: 'eve', closed_sessions: 0, total_sales: '0' },
     ]);
-    const sessions = await t.db.query<{ integration_id: string; state: string; closed: boolean }>(
-      `SELECT integration_id, state, closed_at IS NOT NULL AS closed FROM customer_sessions WHERE integration_id LIKE 'close-%' ORDER BY integration_id`,
+    const sessions = await t.db.query<{ integration_id: string; state: string; closed: boolean; committed_effects: unknown }>(
+      `SELECT integration_id, state, closed_at IS NOT NULL AS closed, committed_effects FROM customer_sessions WHERE integration_id LIKE 'close-%' ORDER BY integration_id`,
     );
     expect(sessions).toEqual([
-      { integration_id: 'close-1', state: 'closed', closed: true },
-      { integration_id: 'close-2', state: 'closed', closed: true },
-      { integration_id: 'close-3', state: 'open', closed: false },
+      { integration_id: 'close-1', state: 'closed', closed: true, committed_effects: effects },
+      { integration_id: 'close-2', state: 'closed', closed: true, committed_effects: effects },
+      { integration_id: 'close-3', state: 'open', closed: false, committed_effects: [] },
     ]);
     const deltas = await t.db.query<{ discount: number; n: number }>(
       `SELECT sum(discount)::float8 AS discount, count(*)::int AS n FROM campaign_stat_deltas WHERE campaign_id = $1`,
       [campaign!.id],
     );
     expect(deltas).toEqual([{ discount: 5, n: 2 }]);
+  });
+
+  it('commits a close alone with its effects as its committed effects, and other committed effects as they are', async () => {
+    const effects = [{ effectType: 'setDiscount', props: { name: 'alone', value: 2 } }];
+    const created = await commitSession(t.db, commitOf('alone', 'fay'));
+    const closed = await commitSession(t.db, {
+      ...commitOf('alone', 'fay', created.session.updateCount, ['service_session_closed']),
+      session: { ...created.session, state: 'closed', effects, committedEffects: effects },
+      closing: true,
+      profileDelta: { closedSessions: 1, totalSales: 6.6 },
+    });
+    const own = [{ effectType: 'rollbackDiscount', props: { name: 'alone', value: 2 } }];
+    await commitSession(t.db, {
+      ...commitOf('alone-new', 'fay', 0, ['service_session_created']),
+      session: { ...commitOf('alone-new', 'fay').session, effects, committedEffects: own },
+    });
+    const rows = await t.db.query<{ integration_id: string; effects: unknown; committed_effects: unknown }>(
+      `SELECT integration_id, effects, committed_effects FROM customer_sessions WHERE integration_id LIKE 'alone%' ORDER BY integration_id`,
+    );
+    expect(closed.session.updateCount).toBe(2);
+    expect(rows).toEqual([
+      { integration_id: 'alone', effects, committed_effects: effects },
+      { integration_id: 'alone-new', effects, committed_effects: own },
+    ]);
   });
 
   it('stores every character of ids, codes, attributes and cart lines as it was sent (quotes, backslashes, braces, commas, NULL, newlines, emoji)', async () => {
