@@ -20,6 +20,33 @@ describe.each(adapters)('Db (%s adapter)', (adapter) => {
     expect(await migrate(t.db)).toEqual([]);
   });
 
+  it('compresses the large values of sessions, events and access logs with lz4 on PostgreSQL; PGlite, without lz4, keeps pglz', async () => {
+    const rows = await t.db.query<{ col: string; compression: string }>(
+      `SELECT attrelid::regclass::text || '.' || attname AS col, attcompression::text AS compression FROM pg_attribute
+        WHERE (attrelid = 'customer_sessions'::regclass AND attname IN ('cart_items', 'effects', 'committed_effects', 'committed_counters'))
+           OR (attrelid = 'events'::regclass AND attname = 'effects')
+           OR (attrelid = 'access_logs'::regclass AND attname IN ('request_payload', 'response_payload'))
+        ORDER BY 1`,
+    );
+    expect(rows.map((r) => r.col)).toEqual([
+      'access_logs.request_payload',
+      'access_logs.response_payload',
+      'customer_sessions.cart_items',
+      'customer_sessions.committed_counters',
+      'customer_sessions.committed_effects',
+      'customer_sessions.effects',
+      'events.effects',
+    ]);
+    expect(new Set(rows.map((r) => r.compression))).toEqual(new Set([adapter === 'postgres' ? 'l' : '']));
+    // A payload large enough to be compressed is stored with it.
+    const [row] = await t.db.query<{ id: number }>(
+      `INSERT INTO access_logs (uuid, account_id, time, status, method, path, request_uri, response_payload)
+       VALUES (gen_random_uuid(), 1, now(), 200, 'PUT', '/p', '/p', repeat('{"effectType":"setDiscount"},', 400)) RETURNING id`,
+    );
+    const [stored] = await t.db.query<{ method: string | null }>(`SELECT pg_column_compression(response_payload) AS method FROM access_logs WHERE id = $1`, [row!.id]);
+    expect(stored?.method).toBe(adapter === 'postgres' ? 'lz4' : 'pglz');
+  });
+
   it('reads int8 as numbers, numeric as exact strings and jsonb as objects', async () => {
     const [row] = await t.db.query<{ a: number; b: string; c: unknown }>(
       `SELECT 9007199254740::int8 AS a, 0.1::numeric + 0.2::numeric AS b, $1::jsonb AS c`,
