@@ -124,23 +124,34 @@ export class CampaignEvaluation {
   }
 }
 
-/** The engine's input for the Application's candidate campaigns and the given roots and facts. */
-export function engineInput(
-  a: ApplicationSettings,
-  campaigns: readonly CampaignSnapshot[],
-  roots: { session: Record<string, unknown>; profile: Record<string, unknown>; event: { type: string; attributes: Record<string, unknown> }; now: Date; facts: EvaluationFacts },
-): EvaluationInput {
-  return {
-    version: 1,
-    application: {
+/**
+ * The engine's view of an Application and of a campaign, made once per snapshot object: the engine
+ * keys what it derives from them (its Application and Campaign roots) by object, so handing it the
+ * same objects on every evaluation spares it making them again.
+ */
+const applicationInputs = new WeakMap<ApplicationSettings, EvaluationInput['application']>();
+const campaignInputs = new WeakMap<CampaignSnapshot, EvaluationInput['campaigns'][number]>();
+
+function applicationInput(a: ApplicationSettings): EvaluationInput['application'] {
+  let input = applicationInputs.get(a);
+  if (!input) {
+    input = {
       id: a.id,
       currency: a.currency,
       timezone: a.timezone,
       attributes: a.attributes,
       campaignPriority: a.campaignPriority,
       exclusiveCampaignsStrategy: a.exclusiveCampaignsStrategy,
-    },
-    campaigns: campaigns.map((c) => ({
+    };
+    applicationInputs.set(a, input);
+  }
+  return input;
+}
+
+function campaignInput(c: CampaignSnapshot): EvaluationInput['campaigns'][number] {
+  let input = campaignInputs.get(c);
+  if (!input) {
+    input = {
       id: c.id,
       name: c.name,
       tags: c.tags,
@@ -149,7 +160,22 @@ export function engineInput(
       ruleset: c.ruleset,
       ...(c.couponSettings ? { couponSettings: c.couponSettings } : {}),
       ...(c.referralSettings ? { referralSettings: c.referralSettings } : {}),
-    })),
+    };
+    campaignInputs.set(c, input);
+  }
+  return input;
+}
+
+/** The engine's input for the Application's candidate campaigns and the given roots and facts. */
+export function engineInput(
+  a: ApplicationSettings,
+  campaigns: readonly CampaignSnapshot[],
+  roots: { session: Record<string, unknown>; profile: Record<string, unknown>; event: { type: string; attributes: Record<string, unknown> }; now: Date; facts: EvaluationFacts },
+): EvaluationInput {
+  return {
+    version: 1,
+    application: applicationInput(a),
+    campaigns: campaigns.map(campaignInput),
     session: roots.session,
     profile: roots.profile,
     event: { Type: roots.event.type, Attributes: roots.event.attributes },
