@@ -1,8 +1,9 @@
--- The large values written on every session update (the cart and effects of a session, the
--- effects of its events, the payloads of its access log entry) are compressed with lz4 where the
--- server has it: PostgreSQL's default (pglz) costs several times the CPU for about the same size.
--- Existing values keep their compression until they are written again. A server built without
--- lz4 (and PGlite) keeps pglz.
+-- The large values written on session updates are compressed with lz4 where the server has it:
+-- PostgreSQL's default (pglz) costs several times the CPU for about the same size. The payloads
+-- of every access log entry are (a session update's answer is past the 2 kB threshold); the cart
+-- and effects of sessions and events only in rows past a page (015_hot_rows). Existing values
+-- keep their compression until they are written again. A server built without lz4 (and PGlite)
+-- keeps pglz.
 DO $$
 BEGIN
   ALTER TABLE customer_sessions
