@@ -466,11 +466,12 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
               bool_or(closed <> 0 OR sales <> 0) AS counting
          FROM w WHERE profile_id <> '' GROUP BY account_id, profile_id
      ),
-     -- Counters to change: upserted. Otherwise the profile is updated only when its lastActivity
-     -- is a minute old or the caller needs the row back, and inserted when missing (see commitSession).
+     -- Counters to change: upserted, in key order (batches of two nodes lock shared profiles in
+     -- the same order). Otherwise the profile is updated only when its lastActivity is a minute
+     -- old or the caller needs the row back, and inserted when missing (see commitSession).
      pc AS (
        INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, closed_sessions, total_sales)
-       SELECT account_id, profile_id, now, now, closed, sales FROM pd WHERE counting
+       SELECT account_id, profile_id, now, now, closed, sales FROM pd WHERE counting ORDER BY account_id, profile_id
        ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity,
          closed_sessions = customer_profiles.closed_sessions + EXCLUDED.closed_sessions,
          total_sales = customer_profiles.total_sales + EXCLUDED.total_sales
