@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
+import { dropSchema } from '../helpers/db.js';
 import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp, uniqueName } from '../helpers/services.js';
@@ -32,6 +33,8 @@ describe.skipIf(!postgresUp)('new and uncached sessions (postgres)', () => {
   afterAll(async () => {
     await b?.stop();
     await a?.stop();
+    // The nodes share the schema, so neither drops it.
+    await dropSchema(schema);
   });
 
   const put = (s: ShopSetup, id: string, customerSession: Record<string, unknown>, node = a) =>
