@@ -1,6 +1,6 @@
 import type { AchievementService, AudienceService, CatalogService, EventService, LoyaltyService, ProfileService, ReferralService, ReservationService, SessionRecord, SessionService } from '../integration/index.js';
 import { toV1State, type LoyaltyStateRequest } from '../integration/index.js';
-import type { ActorHandlers } from './local-port.js';
+import type { ActorHandlers, ActorState } from './local-port.js';
 
 export interface IntegrationServices {
   sessions: SessionService;
@@ -27,12 +27,24 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, request);
   };
   /** The effects of a state that nothing committed: the tentative balances count them. */
+  /**
+   * The actor keeps the session it committed while the session is open, when the next call is
+   * likely; an ended session (closed, cancelled, returned) is read from Postgres if it is called
+   * again. So the cache holds the sessions in progress, not every session of the last hours: the
+   * live heap, and the time the garbage collector takes to mark it, stays small.
+   */
+  const keep = (state: ActorState, committed: SessionRecord | undefined): void => {
+    if (!committed) return;
+    if (committed.state === 'open') state.set(committed);
+    else state.drop();
+  };
   const effectsOf = (out: unknown): LoyaltyStateRequest['uncommitted'] => (out as { effects?: LoyaltyStateRequest['uncommitted'] } | undefined)?.effects ?? [];
   return {
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
-      if (outcome.committed) state.set(outcome.committed);
-      const session = outcome.committed ?? state.get<SessionRecord>();
+      keep(state, outcome.committed);
+      // A replay commits nothing: its loyalty is the stored session's (an ended one is not cached).
+      const session = outcome.committed ?? (call.dry ? undefined : await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
       // A dry run is the payload alone (spec: Dry requests), and commits none of its effects; an
       // open session's effects become final only when it closes.
       const sent = (call.request as { customerSession?: { profileId?: string; loyaltyCards?: string[] } }).customerSession;
@@ -49,14 +61,14 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     getSession: async (call, state) => (await sessions.get(call, state.get<SessionRecord>())).value,
     returnSession: async (call, state) => {
       const outcome = await sessions.returns(call, state.get<SessionRecord>());
-      if (outcome.committed) state.set(outcome.committed);
-      const session = outcome.committed ?? state.get<SessionRecord>();
+      keep(state, outcome.committed);
+      const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
       await withLoyalty(outcome.state, call.app, { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: call.dry ? effectsOf(outcome.state) : undefined });
       return outcome.state;
     },
     reopenSession: async (call, state) => {
       const outcome = await sessions.reopen(call, state.get<SessionRecord>());
-      if (outcome.committed) state.set(outcome.committed);
+      keep(state, outcome.committed);
       return outcome.state;
     },
     updateProfile: async (call) => {

@@ -217,8 +217,13 @@ export class SessionService extends IntegrationService {
     );
   }
 
+  /** The session as its actor keeps it, or as stored when the actor keeps none (undefined: no such session). */
+  async stored(app: AppRef, sessionId: string, cached: SessionRecord | undefined): Promise<SessionRecord | undefined> {
+    return cached ?? (await loadSession(this.db, app.applicationId, sessionId));
+  }
+
   async get(call: GetSessionCall, cached: SessionRecord | undefined): Promise<{ value: JsonObject; record: SessionRecord }> {
-    const session = cached ?? (await loadSession(this.db, call.app.applicationId, call.customerSessionId));
+    const session = await this.stored(call.app, call.customerSessionId, cached);
     if (!session) throw notFound('Customer session', '/path/customerSessionId');
     return { value: { customerSession: sessionView(session), effects: session.effects }, record: session };
   }
