@@ -26,7 +26,6 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     const o = out as Record<string, unknown> | undefined;
     if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, request);
   };
-  /** The effects of a state that nothing committed: the tentative balances count them. */
   /**
    * The actor keeps the session it committed while the session is open, when the next call is
    * likely; an ended session (closed, cancelled, returned) is read from Postgres if it is called
@@ -38,6 +37,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     if (committed.state === 'open') state.set(committed);
     else state.drop();
   };
+  /** The effects of a state that nothing committed: the tentative balances count them. */
   const effectsOf = (out: unknown): LoyaltyStateRequest['uncommitted'] => (out as { effects?: LoyaltyStateRequest['uncommitted'] } | undefined)?.effects ?? [];
   return {
     updateSession: async (call, state) => {
