@@ -22,9 +22,14 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
    * IntegrationStateV2 `loyalty` (asked for by responseContent): the profile's programs and cards,
    * and the cards the call names, as of the answer (issue 6, area J).
    */
-  const withLoyalty = async (out: unknown, app: { applicationId: number; accountId: number }, request: LoyaltyStateRequest): Promise<void> => {
+  const withLoyalty = async (
+    out: unknown,
+    app: { applicationId: number; accountId: number },
+    request: () => LoyaltyStateRequest | Promise<LoyaltyStateRequest>,
+  ): Promise<void> => {
     const o = out as Record<string, unknown> | undefined;
-    if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, request);
+    // The request is made only when the answer asks for loyalty (it may read the session).
+    if (o && typeof o === 'object' && 'loyalty' in o) o.loyalty = await loyalty.state(app, await request());
   };
   /**
    * The actor keeps the session it committed while the session is open, when the next call is
@@ -43,18 +48,15 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     updateSession: async (call, state) => {
       const outcome = await sessions.update(call, state.get<SessionRecord>());
       keep(state, outcome.committed);
-      // A replay commits nothing: its loyalty is the stored session's (an ended one is not cached).
-      const session = outcome.committed ?? (call.dry ? undefined : await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
       // A dry run is the payload alone (spec: Dry requests), and commits none of its effects; an
       // open session's effects become final only when it closes.
       const sent = (call.request as { customerSession?: { profileId?: string; loyaltyCards?: string[] } }).customerSession;
-      await withLoyalty(
-        outcome.state,
-        call.app,
-        call.dry
-          ? { profileId: sent?.profileId ?? '', cards: sent?.loyaltyCards ?? [], uncommitted: effectsOf(outcome.state) }
-          : { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: session?.state === 'open' ? effectsOf(outcome.state) : undefined },
-      );
+      await withLoyalty(outcome.state, call.app, async () => {
+        if (call.dry) return { profileId: sent?.profileId ?? '', cards: sent?.loyaltyCards ?? [], uncommitted: effectsOf(outcome.state) };
+        // A replay commits nothing: its loyalty is the stored session's (an ended one is not cached).
+        const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
+        return { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: session?.state === 'open' ? effectsOf(outcome.state) : undefined };
+      });
       // Legacy v1 (`PUT /v1/customer_sessions/...`) answers {session, profile, event}.
       return call.version === 'v1' ? toV1State(outcome.state) : outcome.state;
     },
@@ -62,8 +64,10 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     returnSession: async (call, state) => {
       const outcome = await sessions.returns(call, state.get<SessionRecord>());
       keep(state, outcome.committed);
-      const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
-      await withLoyalty(outcome.state, call.app, { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: call.dry ? effectsOf(outcome.state) : undefined });
+      await withLoyalty(outcome.state, call.app, async () => {
+        const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
+        return { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: call.dry ? effectsOf(outcome.state) : undefined };
+      });
       return outcome.state;
     },
     reopenSession: async (call, state) => {
@@ -73,13 +77,13 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     },
     updateProfile: async (call) => {
       const out = await profiles.update(call);
-      await withLoyalty(out, call.app, { profileId: call.integrationId, uncommitted: call.dry ? effectsOf(out) : undefined });
+      await withLoyalty(out, call.app, () => ({ profileId: call.integrationId, uncommitted: call.dry ? effectsOf(out) : undefined }));
       return out;
     },
     trackEvent: async (call) => {
       const out = await events.track(call);
       const cards = (call.request as { loyaltyCards?: string[] }).loyaltyCards;
-      await withLoyalty(out, call.app, { profileId: call.profileId, cards, uncommitted: call.dry ? effectsOf(out) : undefined });
+      await withLoyalty(out, call.app, () => ({ profileId: call.profileId, cards, uncommitted: call.dry ? effectsOf(out) : undefined }));
       return out;
     },
     deleteCustomerData: async (call) => {
