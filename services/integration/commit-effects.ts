@@ -399,6 +399,15 @@ export function statsDeltaSelect(json: string, at: string, from = ''): string {
   return `SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", ${at}
        FROM ${from ? `${from}, ` : ''}jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
 }
+/**
+ * statsDeltaSelect summed per campaign: the deltas of many commits of one statement as one row per
+ * campaign (what foldCampaignStats makes of them is the same: sums, and the latest activity).
+ */
+export function statsDeltaSumSelect(json: string, at: string, from: string): string {
+  return `SELECT d."campaignId", sum(d.coupons), sum(d.referrals), sum(d.discount), sum(d."discountEffects"), sum(d."createdCoupons"), max(${at})
+       FROM ${from}, jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)
+      GROUP BY d."campaignId"`;
+}
 export const statsDeltaRows = (stats: readonly Stats[]) =>
   stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }));
 export const statsDeltaJson = (stats: readonly Stats[]): string => JSON.stringify(statsDeltaRows(stats));

@@ -2,7 +2,7 @@
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
-import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
+import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, statsDeltaSumSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
 export interface ProfileRecord {
@@ -491,7 +491,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
        ON CONFLICT (account_id, integration_id) DO NOTHING
        RETURNING *
      ),
-     sd AS (INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSelect('w.stats', 'w.now', 'w')}),
+     sd AS (INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSumSelect('w.stats', 'w.now', 'w')}),
      e AS (
        INSERT INTO events (application_id, created, profile_id, session_id, store_integration_id, type, attributes, effects)
        SELECT w.application_id, w.now, w.profile_id, w.integration_id, w.store_integration_id, v.type, v.attributes,
