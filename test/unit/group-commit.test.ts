@@ -39,4 +39,58 @@ describe('GroupCommit', () => {
     const second = await Promise.allSettled([6, 5, 7].map((i) => g.commit(i)));
     expect(second.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([6, 'five', 7]);
   });
+
+  describe('gather', () => {
+    /** A GroupCommit whose single commits end when the test says, recording what was sent. */
+    const gathering = () => {
+      const sent: number[][] = [];
+      const open: Array<() => void> = [];
+      const g = new GroupCommit<number, number>({
+        gather: { items: 4, waitMs: 30 },
+        one: (i) => {
+          sent.push([i]);
+          return new Promise<number>((resolve) => open.push(() => resolve(i)));
+        },
+        many: async (items) => {
+          sent.push(items);
+          return items;
+        },
+      });
+      return { g, sent, endFirst: () => open.shift()!() };
+    };
+
+    it('never holds back an item while the database is idle', () => {
+      const { g, sent } = gathering();
+      void g.commit(1);
+      expect(sent).toEqual([[1]]);
+    });
+
+    it('lets a small batch that follows another wait for more, and sends it once it has enough', async () => {
+      const { g, sent, endFirst } = gathering();
+      const first = g.commit(1);
+      const rest = [g.commit(2), g.commit(3)];
+      endFirst();
+      await first;
+      await new Promise((r) => setImmediate(r)); // the first batch's slot is free again
+      // Two waiting, fewer than four: the batch waits.
+      expect(sent).toEqual([[1]]);
+      rest.push(g.commit(4));
+      expect(sent).toEqual([[1]]);
+      rest.push(g.commit(5));
+      expect(sent).toEqual([[1], [2, 3, 4, 5]]);
+      expect(await Promise.all(rest)).toEqual([2, 3, 4, 5]);
+    });
+
+    it('sends what it has when the wait is over', async () => {
+      const { g, sent, endFirst } = gathering();
+      const first = g.commit(1);
+      const rest = [g.commit(2), g.commit(3)];
+      endFirst();
+      await first;
+      await new Promise((r) => setImmediate(r)); // the first batch's slot is free again
+      expect(sent).toEqual([[1]]);
+      expect(await Promise.all(rest)).toEqual([2, 3]);
+      expect(sent).toEqual([[1], [2, 3]]);
+    });
+  });
 });
