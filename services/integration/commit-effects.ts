@@ -395,9 +395,11 @@ type Stats = CampaignStatsDelta;
  * campaign_stat_deltas, with `from` joined (a CTE that must have a row) and `at` as last activity.
  */
 export const STATS_DELTA_COLUMNS = 'campaign_id, coupons, referrals, discount, discount_effects, created_coupons, last_activity';
+const statsDeltaRecords = (json: string) =>
+  `jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
 export function statsDeltaSelect(json: string, at: string, from = ''): string {
   return `SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", ${at}
-       FROM ${from ? `${from}, ` : ''}jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
+       FROM ${from ? `${from}, ` : ''}${statsDeltaRecords(json)}`;
 }
 /**
  * statsDeltaSelect summed per campaign: the deltas of many commits of one statement as one row per
@@ -405,7 +407,7 @@ export function statsDeltaSelect(json: string, at: string, from = ''): string {
  */
 export function statsDeltaSumSelect(json: string, at: string, from: string): string {
   return `SELECT d."campaignId", sum(d.coupons), sum(d.referrals), sum(d.discount), sum(d."discountEffects"), sum(d."createdCoupons"), max(${at})
-       FROM ${from}, jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)
+       FROM ${from}, ${statsDeltaRecords(json)}
       GROUP BY d."campaignId"`;
 }
 export const statsDeltaRows = (stats: readonly Stats[]) =>
