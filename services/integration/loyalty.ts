@@ -9,6 +9,7 @@ import { badRequest, notFound, type Clock } from '../shared/index.js';
 import {
   addDuration,
   balancesOf,
+  balancesOfOwners,
   checkTier,
   EMPTY_BALANCES,
   keyParams,
@@ -168,12 +169,14 @@ export class LoyaltyService {
         ORDER BY c.id`,
       [app.applicationId, profileId ?? null, identifiers, app.accountId],
     );
+    // Every card's ledgers in one query (a card's transactions are all of its own program).
+    const balances = await balancesOfOwners(this.db, [...new Set(rows.map((r) => Number(r.program_id)))], 'card_id', rows.map((r) => Number(r.id)), now);
     const out: Array<Record<string, unknown>> = [];
     for (const r of rows) {
       const programId = Number(r.program_id);
       const cardId = Number(r.id);
       const mine = uncommitted.filter((e) => Number(e.props.programId) === programId && e.props.cardIdentifier === r.identifier);
-      const ledgers = (await balancesOf(this.db, [programId], { cardId }, now)).get(programId) ?? new Map<string, Balances>();
+      const ledgers = balances.get(cardId)?.get(programId) ?? new Map<string, Balances>();
       const { ledger, subledgers } = ledgerObjects(ledgers, (r.tiers as Tier[] | null) ?? [], tentativeOf(ledgers, mine, { default_pending: String(r.default_pending) }, now));
       out.push({
         id: cardId,

@@ -18,6 +18,7 @@ export { couponView, normalizeCode, referralView } from './coupons.js';
 export {
   addDuration,
   balancesOf,
+  balancesOfOwners,
   EMPTY_BALANCES,
   grantPoints,
   isDuration,

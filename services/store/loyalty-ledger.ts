@@ -264,33 +264,51 @@ export function netOfDebt(active: number, debt: number): { activePoints: number;
  * out, and what later subtractions, expiries and debt payments took from a grant is given back.
  */
 export async function balancesOf(db: Queryable, programIds: readonly number[], owner: LedgerOwner, at: Date, historic = false): Promise<Map<number, Map<string, Balances>>> {
-  const out = new Map<number, Map<string, Balances>>();
-  if (programIds.length === 0) return out;
-  const owned = ownerColumn(owner);
+  const id = owner.cardId ?? owner.profileId;
+  return (await balancesOfOwners(db, programIds, ownerColumn(owner), [id], at, historic)).get(id) ?? new Map<number, Map<string, Balances>>();
+}
+
+/**
+ * balancesOf for several owners of one kind (cards, or profiles) in one query: owner ID → program
+ * → subledger → balances.
+ */
+export async function balancesOfOwners(
+  db: Queryable,
+  programIds: readonly number[],
+  owned: 'card_id' | 'profile_id',
+  ownerIds: readonly number[],
+  at: Date,
+  historic = false,
+): Promise<Map<number, Map<number, Map<string, Balances>>>> {
+  const out = new Map<number, Map<number, Map<string, Balances>>>();
+  if (programIds.length === 0 || ownerIds.length === 0) return out;
+  const ofOwners = (t: string) => `${t}${owned} = ANY($2::bigint[])`;
   const source = historic
     ? `(SELECT t.program_id, t.${owned}, t.subledger_id, t.type, t.amount, t.start_date, t.expiry_date, t.created,
                CASE WHEN t.type = 'addition' THEN t.remaining + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c
                    JOIN loyalty_transactions x ON x.id = c.transaction_id WHERE c.grant_id = t.id AND COALESCE(c.created, x.created) > $3), 0) END AS remaining,
                t.uncovered + COALESCE((SELECT SUM(c.amount) FROM loyalty_consumptions c WHERE c.transaction_id = t.id AND c.created > $3), 0) AS uncovered
-          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND t.${owned} = $2 AND t.created <= $3) AS loyalty_transactions`
+          FROM loyalty_transactions t WHERE t.program_id = ANY($1::int[]) AND ${ofOwners('t.')} AND t.created <= $3) AS loyalty_transactions`
     : 'loyalty_transactions';
-  const rows = await db.query<{ program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string; debt: string }>(
-    `SELECT program_id, subledger_id,
+  const rows = await db.query<{ owner: number | string; program_id: number; subledger_id: string; active: string; pending: string; spent: string; expired: string; debt: string }>(
+    `SELECT ${owned} AS owner, program_id, subledger_id,
             COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date <= $3 AND (expiry_date IS NULL OR expiry_date > $3)), 0)::text AS active,
             COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND start_date > $3), 0)::text AS pending,
             COALESCE(SUM(amount) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS spent,
             (COALESCE(SUM(amount) FILTER (WHERE type = 'expire' AND created <= $3), 0)
               + COALESCE(SUM(remaining) FILTER (WHERE type = 'addition' AND expiry_date <= $3), 0))::text AS expired,
             COALESCE(SUM(uncovered) FILTER (WHERE type = 'subtraction' AND created <= $3), 0)::text AS debt
-       FROM ${source} WHERE program_id = ANY($1::int[]) AND ${owned} = $2
-      GROUP BY program_id, subledger_id`,
-    [programIds, owner.cardId ?? owner.profileId, at.toISOString()],
+       FROM ${source} WHERE program_id = ANY($1::int[]) AND ${ofOwners('')}
+      GROUP BY ${owned}, program_id, subledger_id`,
+    [programIds, ownerIds, at.toISOString()],
   );
   for (const r of rows) {
-    const byLedger = out.get(Number(r.program_id)) ?? new Map<string, Balances>();
+    const byProgram = out.get(Number(r.owner)) ?? new Map<number, Map<string, Balances>>();
+    const byLedger = byProgram.get(Number(r.program_id)) ?? new Map<string, Balances>();
     const { activePoints, negativePoints } = netOfDebt(Number(r.active), Number(r.debt));
     byLedger.set(r.subledger_id, { activePoints, pendingPoints: roundPoints(r.pending), spentPoints: roundPoints(r.spent), expiredPoints: roundPoints(r.expired), negativePoints });
-    out.set(Number(r.program_id), byLedger);
+    byProgram.set(Number(r.program_id), byLedger);
+    out.set(Number(r.owner), byProgram);
   }
   return out;
 }

@@ -214,6 +214,20 @@ describe('card-based loyalty programs (PGlite, controllable clock)', () => {
     expect(l.ledger.transactions.map((x) => [x.type, x.amount, x.eventID])).toEqual([['addition', 5, event.id]]);
   });
 
+  it('shows each of several named cards with its own ledger, as the card itself shows it', async () => {
+    const ids = ['CARD-A', 'CARD-B', 'CARD-C'];
+    const r = unwrap(await updateSession(shop.integration, 'several-cards', { profileId: 'anna', loyaltyCards: ids, cartItems: lines(1) }, ['loyalty']));
+    const committed = (l: unknown) => {
+      const { currentBalance, pendingBalance, spentBalance, negativeBalance } = l as Record<string, unknown>;
+      return { currentBalance, pendingBalance, spentBalance, negativeBalance };
+    };
+    const shown = Object.fromEntries(r.loyalty!.cards.map((c) => [c.identifier, committed(c.ledger)]));
+    const own = Object.fromEntries(await Promise.all(ids.map(async (id) => [id, committed((await card(id)).ledger)] as const)));
+    expect(shown).toEqual(own);
+    // The three differ, so a ledger shown on the wrong card would not pass.
+    expect(new Set(Object.values(own).map((l) => JSON.stringify(l))).size).toBe(3);
+  });
+
   it('refuses bad input with the error body, and keeps cards to their Application and account', async () => {
     const badCards = await shop.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
       params: { path: { customerSessionId: 'bad-cards' } },
