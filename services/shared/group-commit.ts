@@ -45,7 +45,6 @@ export class GroupCommit<I, O> {
   private lastEnded = -Infinity;
   /** The wait of a gathering batch; when it ends the batch goes with what it has. */
   private gathering: NodeJS.Timeout | undefined;
-  private gathered = false;
 
   constructor(private readonly options: GroupCommitOptions<I, O>) {
     this.maxBatch = options.maxBatch ?? 64;
@@ -61,9 +60,13 @@ export class GroupCommit<I, O> {
 
   private pump(): void {
     if (this.inFlight >= this.maxInFlight || this.queue.length === 0 || this.waitsForMore()) return;
+    this.send();
+  }
+
+  /** Sends what is queued, as many batches as may be in flight. */
+  private send(): void {
     clearTimeout(this.gathering);
     this.gathering = undefined;
-    this.gathered = false;
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
       this.inFlight++;
@@ -78,13 +81,9 @@ export class GroupCommit<I, O> {
   /** Whether the next batch waits to gather more items (and its wait is set). */
   private waitsForMore(): boolean {
     const gather = this.options.gather;
-    if (!gather || this.gathered || this.queue.length >= gather.items) return false;
+    if (!gather || this.queue.length >= gather.items) return false;
     if (performance.now() - this.lastEnded >= (gather.busyMs ?? 5)) return false;
-    this.gathering ??= setTimeout(() => {
-      this.gathering = undefined;
-      this.gathered = true;
-      this.pump();
-    }, gather.waitMs ?? 1);
+    this.gathering ??= setTimeout(() => this.send(), gather.waitMs ?? 1);
     return true;
   }
 
