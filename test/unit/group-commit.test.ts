@@ -56,7 +56,19 @@ describe('GroupCommit', () => {
           return items;
         },
       });
-      return { g, sent, endFirst: () => open.shift()!() };
+      /**
+       * Commits 1 alone and 2 and 3 behind it, then ends 1 and waits until its batch's slot is
+       * free: 2 and 3 are the batch that follows. Returns 1's result and 2's and 3's pending ones.
+       */
+      const afterFirstBatch = async () => {
+        const first = g.commit(1);
+        const rest = [g.commit(2), g.commit(3)];
+        open.shift()!();
+        const one = await first;
+        await new Promise((r) => setImmediate(r));
+        return { one, rest };
+      };
+      return { g, sent, afterFirstBatch };
     };
 
     it('never holds back an item while the database is idle', () => {
@@ -66,12 +78,9 @@ describe('GroupCommit', () => {
     });
 
     it('lets a small batch that follows another wait for more, and sends it once it has enough', async () => {
-      const { g, sent, endFirst } = gathering();
-      const first = g.commit(1);
-      const rest = [g.commit(2), g.commit(3)];
-      endFirst();
-      await first;
-      await new Promise((r) => setImmediate(r)); // the first batch's slot is free again
+      const { g, sent, afterFirstBatch } = gathering();
+      const { one, rest } = await afterFirstBatch();
+      expect(one).toBe(1);
       // Two waiting, fewer than four: the batch waits.
       expect(sent).toEqual([[1]]);
       rest.push(g.commit(4));
@@ -82,12 +91,9 @@ describe('GroupCommit', () => {
     });
 
     it('sends what it has when the wait is over', async () => {
-      const { g, sent, endFirst } = gathering();
-      const first = g.commit(1);
-      const rest = [g.commit(2), g.commit(3)];
-      endFirst();
-      await first;
-      await new Promise((r) => setImmediate(r)); // the first batch's slot is free again
+      const { sent, afterFirstBatch } = gathering();
+      const { one, rest } = await afterFirstBatch();
+      expect(one).toBe(1);
       expect(sent).toEqual([[1]]);
       expect(await Promise.all(rest)).toEqual([2, 3]);
       expect(sent).toEqual([[1], [2, 3]]);
