@@ -42,6 +42,9 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
     if (committed.state === 'open') state.set(committed);
     else state.drop();
   };
+  /** The session as a call left it: what it committed, else as stored (a replay or dry return commits nothing). */
+  const sessionAfter = (call: { app: Parameters<SessionService['stored']>[0]; customerSessionId: string }, committed: SessionRecord | undefined, state: ActorState) =>
+    committed ?? sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>());
   /** The effects of a state that nothing committed: the tentative balances count them. */
   const effectsOf = (out: unknown): LoyaltyStateRequest['uncommitted'] => (out as { effects?: LoyaltyStateRequest['uncommitted'] } | undefined)?.effects ?? [];
   return {
@@ -53,8 +56,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       const sent = (call.request as { customerSession?: { profileId?: string; loyaltyCards?: string[] } }).customerSession;
       await withLoyalty(outcome.state, call.app, async () => {
         if (call.dry) return { profileId: sent?.profileId ?? '', cards: sent?.loyaltyCards ?? [], uncommitted: effectsOf(outcome.state) };
-        // A replay commits nothing: its loyalty is the stored session's (an ended one is not cached).
-        const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
+        const session = await sessionAfter(call, outcome.committed, state);
         return { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: session?.state === 'open' ? effectsOf(outcome.state) : undefined };
       });
       // Legacy v1 (`PUT /v1/customer_sessions/...`) answers {session, profile, event}.
@@ -65,7 +67,7 @@ export function integrationActorHandlers(services: IntegrationServices): ActorHa
       const outcome = await sessions.returns(call, state.get<SessionRecord>());
       keep(state, outcome.committed);
       await withLoyalty(outcome.state, call.app, async () => {
-        const session = outcome.committed ?? (await sessions.stored(call.app, call.customerSessionId, state.get<SessionRecord>()));
+        const session = await sessionAfter(call, outcome.committed, state);
         return { profileId: session?.profileId ?? '', cards: session?.loyaltyCards, uncommitted: call.dry ? effectsOf(outcome.state) : undefined };
       });
       return outcome.state;
