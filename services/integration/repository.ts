@@ -362,63 +362,33 @@ export function eventView(e: EventRecord): Record<string, unknown> {
 }
 
 /**
- * Commits many sessions' updates in one statement: what the group commit sends when several
- * arrive together. One round trip, one wake-up of the server and one WAL flush for all of them.
- * Plain updates and closes that commit nothing but the session, its profile's counters and
- * campaign statistics (no counter with a limit) can be in one batch. Each result is the commit's,
- * or a StaleSessionError for a session whose update count moved (nothing of it is written).
- * Closes of one profile in one batch add up; each gets the profile as it is after all of them.
+ * Every row of a batch carries this mark, and the statement keeps the rows that have it: always
+ * all of them. The test is for PostgreSQL's planner, which estimates a recordset function at 100
+ * rows; an equality with a parameter makes that one. A statement runs on a generic plan from its
+ * sixth execution on a connection, made when a new database still has few sessions and kept as
+ * the tables grow (until an ANALYZE, which PGlite and a server without autovacuum never run).
+ * Planned for 100 rows against a small table, the update found its sessions by a sequential scan
+ * and a hash join, and went on scanning the whole table for every batch: with the compressed
+ * session rows of migration 022 (a table of fewer pages when the plan was made), `npm run
+ * bench:api` found PostgreSQL at 85% of a core in the open-loop row and answers seconds late.
+ * Planned for one row, the sessions and profiles are looked up by their indexes at any size.
  */
-export async function commitSessionsTogether(db: Queryable, commits: readonly SessionCommit[]): Promise<Array<SessionCommitResult | StaleSessionError>> {
-  const rows = commits.map((c, n) => {
-    // Counters only go up here (a close); what takes them back (cancel, returns) commits alone.
-    if ((c.profileDelta?.closedSessions ?? 0) < 0 || (c.profileDelta?.totalSales ?? 0) < 0) {
-      throw new Error('commitSessionsTogether takes no profile counter going down');
-    }
-    const s = c.session;
-    return {
-      n,
-      application_id: s.applicationId,
-      integration_id: s.integrationId,
-      profile_id: s.profileId,
-      store_integration_id: s.storeIntegrationId,
-      state: s.state,
-      coupon_codes: s.couponCodes,
-      referral_code: s.referralCode,
-      loyalty_cards: s.loyaltyCards,
-      identifiers: s.identifiers,
-      cart_items: s.cartItems,
-      additional_costs: s.additionalCosts,
-      attributes: s.attributes,
-      total: s.total,
-      cart_item_total: s.cartItemTotal,
-      additional_cost_total: s.additionalCostTotal,
-      first_session: s.firstSession,
-      first_unknown: c.firstSessionUnknown === true,
-      effects: s.effects,
-      now: c.now,
-      closed_at: c.closing ? c.now : null,
-      // A close's committed effects are its effects: sent once (null here), not twice.
-      committed_effects: s.committedEffects === s.effects ? null : s.committedEffects,
-      committed_counters: s.committedCounters,
-      expected: c.expectedUpdateCount,
-      account_id: c.accountId,
-      needed: c.knownProfile === undefined && c.profileNeeded === true,
-      closed: c.profileDelta?.closedSessions ?? 0,
-      sales: c.profileDelta?.totalSales ?? 0,
-      stats: c.stats && c.stats.length > 0 ? statsDeltaRows(c.stats) : null,
-      // Each event's effects are the session's (not sent twice) or its own.
-      events: c.events.map((e) => ({ type: e.type, attributes: e.attributes, ...(e.effects === s.effects ? { same: true } : { effects: e.effects }) })),
-    };
-  });
-  const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
-    `WITH x AS (
+const BATCH_MARK = 1;
+
+let sessionsTogether: string | undefined;
+/**
+ * The statement of commitSessionsTogether: $1 the batch's rows as JSON, $2 BATCH_MARK. Written on
+ * first use: commit-effects, which it draws on, imports this module.
+ */
+export const sessionsTogetherSql = (): string =>
+  (sessionsTogether ??= `WITH x AS (
        SELECT * FROM json_to_recordset($1::json) AS x(n int, application_id int, integration_id text, profile_id text,
          store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
          cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
          additional_cost_total numeric, first_session boolean, first_unknown boolean, effects json, now timestamptz, closed_at timestamptz,
          committed_effects json, committed_counters json, expected int, account_id int, needed boolean, closed int, sales numeric,
-         stats jsonb, events json)
+         stats jsonb, events json, batch int)
+       WHERE x.batch = $2
      ),
      u AS (
        UPDATE customer_sessions s SET profile_id = x.profile_id, store_integration_id = x.store_integration_id, state = x.state,
@@ -504,8 +474,62 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
                                                'update_count', w.session_update_count, 'first_session', w.session_first)) FROM w) AS sessions,
             (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pc UNION ALL SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
             (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
-               FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`,
-    [JSON.stringify(rows)],
+               FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`);
+
+/**
+ * Commits many sessions' updates in one statement: what the group commit sends when several
+ * arrive together. One round trip, one wake-up of the server and one WAL flush for all of them.
+ * Plain updates and closes that commit nothing but the session, its profile's counters and
+ * campaign statistics (no counter with a limit) can be in one batch. Each result is the commit's,
+ * or a StaleSessionError for a session whose update count moved (nothing of it is written).
+ * Closes of one profile in one batch add up; each gets the profile as it is after all of them.
+ */
+export async function commitSessionsTogether(db: Queryable, commits: readonly SessionCommit[]): Promise<Array<SessionCommitResult | StaleSessionError>> {
+  const rows = commits.map((c, n) => {
+    // Counters only go up here (a close); what takes them back (cancel, returns) commits alone.
+    if ((c.profileDelta?.closedSessions ?? 0) < 0 || (c.profileDelta?.totalSales ?? 0) < 0) {
+      throw new Error('commitSessionsTogether takes no profile counter going down');
+    }
+    const s = c.session;
+    return {
+      n,
+      batch: BATCH_MARK,
+      application_id: s.applicationId,
+      integration_id: s.integrationId,
+      profile_id: s.profileId,
+      store_integration_id: s.storeIntegrationId,
+      state: s.state,
+      coupon_codes: s.couponCodes,
+      referral_code: s.referralCode,
+      loyalty_cards: s.loyaltyCards,
+      identifiers: s.identifiers,
+      cart_items: s.cartItems,
+      additional_costs: s.additionalCosts,
+      attributes: s.attributes,
+      total: s.total,
+      cart_item_total: s.cartItemTotal,
+      additional_cost_total: s.additionalCostTotal,
+      first_session: s.firstSession,
+      first_unknown: c.firstSessionUnknown === true,
+      effects: s.effects,
+      now: c.now,
+      closed_at: c.closing ? c.now : null,
+      // A close's committed effects are its effects: sent once (null here), not twice.
+      committed_effects: s.committedEffects === s.effects ? null : s.committedEffects,
+      committed_counters: s.committedCounters,
+      expected: c.expectedUpdateCount,
+      account_id: c.accountId,
+      needed: c.knownProfile === undefined && c.profileNeeded === true,
+      closed: c.profileDelta?.closedSessions ?? 0,
+      sales: c.profileDelta?.totalSales ?? 0,
+      stats: c.stats && c.stats.length > 0 ? statsDeltaRows(c.stats) : null,
+      // Each event's effects are the session's (not sent twice) or its own.
+      events: c.events.map((e) => ({ type: e.type, attributes: e.attributes, ...(e.effects === s.effects ? { same: true } : { effects: e.effects }) })),
+    };
+  });
+  const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
+    sessionsTogetherSql(),
+    [JSON.stringify(rows), BATCH_MARK],
   );
   const written = new Map((out?.sessions ?? []).map((r) => [r.n as number, r]));
   const profiles = new Map((out?.profiles ?? []).map((p) => [`${p.account_id as number}|${p.integration_id as string}`, p]));
