@@ -7,7 +7,7 @@
 // a transaction, and rows are locked in a fixed order (profiles, then memberships, by id).
 import type { AudienceCall, JsonObject } from '../actors/port.js';
 import { AppError, notFound, type Clock } from '../shared/index.js';
-import type { Db, Queryable } from '../store/index.js';
+import { ROWS_MARK, type Db, type Queryable } from '../store/index.js';
 import { remember, withIdempotency, type IdempotencyScope } from './idempotency.js';
 
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
@@ -42,6 +42,32 @@ export interface AudienceAction {
   profileIntegrationId: string;
   audienceId: number;
 }
+
+/** Membership actions as the JSON rows of ADD_MEMBERS_SQL and REMOVE_MEMBERS_SQL, each with ROWS_MARK. */
+const membershipRows = (actions: readonly AudienceAction[]): string =>
+  JSON.stringify(actions.map((a) => ({ audienceId: a.audienceId, profileIntegrationId: a.profileIntegrationId, mark: ROWS_MARK })));
+
+/**
+ * Memberships added: $1 the account, $2 the actions (membershipRows), $3 the time, $4 ROWS_MARK.
+ * Each profile is looked up by its key in a subquery of its own: planned for a few rows (the mark)
+ * but joined directly, the generic plan made on a new database read every profile of the account
+ * and matched the ids in the join, because an account's few profiles then cost less to read than
+ * one lookup per row.
+ */
+export const ADD_MEMBERS_SQL = `INSERT INTO audience_memberships (audience_id, profile_id, created)
+   SELECT x."audienceId", p.id, $3 FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text, mark int)
+     JOIN LATERAL (SELECT q.id FROM customer_profiles q WHERE q.account_id = $1 AND q.integration_id = x."profileIntegrationId" LIMIT 1) p ON true
+    WHERE x.mark = $4
+    ORDER BY p.id, x."audienceId"
+   ON CONFLICT DO NOTHING`;
+
+/** Memberships removed: $1 the account, $2 the actions (membershipRows), $3 ROWS_MARK; planned as above. */
+export const REMOVE_MEMBERS_SQL = `DELETE FROM audience_memberships WHERE (profile_id, audience_id) IN (
+     SELECT m.profile_id, m.audience_id FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text, mark int)
+       JOIN LATERAL (SELECT q.id FROM customer_profiles q WHERE q.account_id = $1 AND q.integration_id = x."profileIntegrationId" LIMIT 1) p ON true
+       JOIN audience_memberships m ON m.profile_id = p.id AND m.audience_id = x."audienceId"
+      WHERE x.mark = $3
+      ORDER BY m.profile_id, m.audience_id FOR UPDATE OF m)`;
 
 export class AudienceService {
   constructor(
@@ -161,24 +187,10 @@ export class AudienceService {
            ON CONFLICT (account_id, integration_id) DO NOTHING`,
           [call.app.accountId, addProfiles, now],
         );
-        await tx.query(
-          `INSERT INTO audience_memberships (audience_id, profile_id, created)
-           SELECT x."audienceId", p.id, $3 FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text)
-             JOIN customer_profiles p ON p.account_id = $1 AND p.integration_id = x."profileIntegrationId"
-            ORDER BY p.id, x."audienceId"
-           ON CONFLICT DO NOTHING`,
-          [call.app.accountId, JSON.stringify(adds), now],
-        );
+        await tx.query(ADD_MEMBERS_SQL, [call.app.accountId, membershipRows(adds), now, ROWS_MARK]);
       }
       if (removes.length > 0) {
-        await tx.query(
-          `DELETE FROM audience_memberships WHERE (profile_id, audience_id) IN (
-             SELECT m.profile_id, m.audience_id FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text)
-               JOIN customer_profiles p ON p.account_id = $1 AND p.integration_id = x."profileIntegrationId"
-               JOIN audience_memberships m ON m.profile_id = p.id AND m.audience_id = x."audienceId"
-              ORDER BY m.profile_id, m.audience_id FOR UPDATE OF m)`,
-          [call.app.accountId, JSON.stringify(removes)],
-        );
+        await tx.query(REMOVE_MEMBERS_SQL, [call.app.accountId, membershipRows(removes), ROWS_MARK]);
       }
       return {};
     });

@@ -2,7 +2,7 @@
 // coupons and referral that the session names, and what is left of each limit in play for this
 // session's period and entities. Loaded in as few round trips as the session needs.
 import type { CouponFact, EvaluationFacts, LimitFact, LoyaltyFact, ReferralFact } from '../engine/index.js';
-import { netOfDebt, normalizeCode, roundPoints, tierOf, type Queryable, type Tier } from '../store/index.js';
+import { netOfDebt, normalizeCode, roundPoints, ROWS_MARK, tierOf, type Queryable, type Tier } from '../store/index.js';
 import type { ApplicationSettings, CampaignSnapshot, LimitSpec } from './snapshot.js';
 import { isHardReserved } from './reservations.js';
 import { loadAchievementFacts, usesAchievements } from './achievements.js';
@@ -148,14 +148,10 @@ export async function loadFacts(
   }
   const limitKeys = limitKeysOf(app, campaigns, couponRows, session, now);
   if (limitKeys.length > 0) {
-    const counters = await db.query<{ campaign_id: number; coupon_id: number; action: string; period: string; entity: string; counter: string }>(
-      `SELECT l.campaign_id, l.coupon_id, l.action, l.period, l.entity, l.counter
-         FROM limit_counters l
-         JOIN jsonb_to_recordset($1::jsonb) AS k(campaign_id int, coupon_id bigint, action text, period text, entity text)
-           ON l.campaign_id = k.campaign_id AND l.coupon_id = k.coupon_id AND l.action = k.action AND l.period = k.period
-          AND l.entity_hash = text_sha256(k.entity) AND l.entity = k.entity`,
-      [JSON.stringify(limitKeys.map((k) => ({ campaign_id: k.campaignId, coupon_id: k.couponId, action: k.action, period: k.period, entity: k.entity })))],
-    );
+    const counters = await db.query<{ campaign_id: number; coupon_id: number; action: string; period: string; entity: string; counter: string }>(LIMIT_COUNTERS_SQL, [
+      JSON.stringify(limitKeys.map((k) => ({ campaign_id: k.campaignId, coupon_id: k.couponId, action: k.action, period: k.period, entity: k.entity, mark: ROWS_MARK }))),
+      ROWS_MARK,
+    ]);
     const used = new Map(counters.map((c) => [counterId(c.campaign_id, Number(c.coupon_id), c.action, c.period, c.entity), Number(c.counter)]));
     facts.limits = limitKeys.map(
       (k): LimitFact => ({
@@ -169,6 +165,17 @@ export async function loadFacts(
   }
   return { facts, couponIds, limitKeys, ...(profileLoyalty ? { profileLoyalty } : {}) };
 }
+
+/**
+ * The counters of the limits an evaluation checks: $1 their keys as JSON rows, $2 ROWS_MARK (planned
+ * for a few keys, so that the counters are looked up by their primary key at any size).
+ */
+export const LIMIT_COUNTERS_SQL = `SELECT l.campaign_id, l.coupon_id, l.action, l.period, l.entity, l.counter
+   FROM limit_counters l
+   JOIN jsonb_to_recordset($1::jsonb) AS k(campaign_id int, coupon_id bigint, action text, period text, entity text, mark int)
+     ON l.campaign_id = k.campaign_id AND l.coupon_id = k.coupon_id AND l.action = k.action AND l.period = k.period
+    AND l.entity_hash = text_sha256(k.entity) AND l.entity = k.entity
+  WHERE k.mark = $2`;
 
 export function referralFactOf(r: Record<string, unknown>): ReferralFact {
   return {

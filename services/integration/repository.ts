@@ -1,7 +1,7 @@
 // SQL of the integration side: sessions, profiles and events, read one way and committed in one
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import { ROWS_MARK, type Queryable } from '../store/index.js';
 import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, statsDeltaSumSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
@@ -361,24 +361,10 @@ export function eventView(e: EventRecord): Record<string, unknown> {
   return { ...e, ledgerEntries: e.ledgerEntries ?? [], meta: { campaigns: [], coupons: [], warnings: [] } };
 }
 
-/**
- * Every row of a batch carries this mark, and the statement keeps the rows that have it: always
- * all of them. The test is for PostgreSQL's planner, which estimates a recordset function at 100
- * rows; an equality with a parameter makes that one. A statement runs on a generic plan from its
- * sixth execution on a connection, made when a new database still has few sessions and kept as
- * the tables grow (until an ANALYZE, which PGlite and a server without autovacuum never run).
- * Planned for 100 rows against a small table, the update found its sessions by a sequential scan
- * and a hash join, and went on scanning the whole table for every batch: with the compressed
- * session rows of migration 022 (a table of fewer pages when the plan was made), `npm run
- * bench:api` found PostgreSQL at 85% of a core in the open-loop row and answers seconds late.
- * Planned for one row, the sessions and profiles are looked up by their indexes at any size.
- */
-const BATCH_MARK = 1;
-
 let sessionsTogether: string | undefined;
 /**
- * The statement of commitSessionsTogether: $1 the batch's rows as JSON, $2 BATCH_MARK. Written on
- * first use: commit-effects, which it draws on, imports this module.
+ * The statement of commitSessionsTogether: $1 the batch's rows as JSON, $2 ROWS_MARK (planned for a
+ * few rows, not 100). Written on first use: commit-effects, which it draws on, imports this module.
  */
 export const sessionsTogetherSql = (): string =>
   (sessionsTogether ??= `WITH x AS (
@@ -387,8 +373,8 @@ export const sessionsTogetherSql = (): string =>
          cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
          additional_cost_total numeric, first_session boolean, first_unknown boolean, effects json, now timestamptz, closed_at timestamptz,
          committed_effects json, committed_counters json, expected int, account_id int, needed boolean, closed int, sales numeric,
-         stats jsonb, events json, batch int)
-       WHERE x.batch = $2
+         stats jsonb, events json, mark int)
+       WHERE x.mark = $2
      ),
      u AS (
        UPDATE customer_sessions s SET profile_id = x.profile_id, store_integration_id = x.store_integration_id, state = x.state,
@@ -493,7 +479,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
     const s = c.session;
     return {
       n,
-      batch: BATCH_MARK,
+      mark: ROWS_MARK,
       application_id: s.applicationId,
       integration_id: s.integrationId,
       profile_id: s.profileId,
@@ -529,7 +515,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
   });
   const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
     sessionsTogetherSql(),
-    [JSON.stringify(rows), BATCH_MARK],
+    [JSON.stringify(rows), ROWS_MARK],
   );
   const written = new Map((out?.sessions ?? []).map((r) => [r.n as number, r]));
   const profiles = new Map((out?.profiles ?? []).map((p) => [`${p.account_id as number}|${p.integration_id as string}`, p]));

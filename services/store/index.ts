@@ -8,6 +8,7 @@ export type { Db, DbOptions, Queryable, Row } from './db.js';
 export { createPgliteDb } from './pglite-adapter.js';
 export { createPostgresDb } from './postgres-adapter.js';
 export { migrate, loadMigrations, type Migration } from './migrate.js';
+export { ROWS_MARK } from './recordset.js';
 
 /** Postgres when a URL is given, embedded PGlite otherwise. */
 export function openDb(options: DbOptions): Promise<Db> {

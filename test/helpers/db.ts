@@ -32,3 +32,21 @@ export async function dropSchema(schema: string): Promise<void> {
     await sql.end();
   }
 }
+
+/**
+ * The plan a connection keeps for a prepared statement from its sixth execution on (PostgreSQL's
+ * generic plan, forced here), made for the tables as they are now: `types` are the parameters'
+ * types, `args` the literals EXPLAIN EXECUTE passes.
+ */
+export async function genericPlan(db: Db, sql: string, types: readonly string[], args: readonly string[]): Promise<string> {
+  return db.transaction(async (tx) => {
+    await tx.exec(`SET LOCAL plan_cache_mode = force_generic_plan`);
+    await tx.exec(`PREPARE generic_plan(${types.join(', ')}) AS ${sql}`);
+    try {
+      const rows = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE generic_plan(${args.join(', ')})`);
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await tx.exec(`DEALLOCATE generic_plan`);
+    }
+  });
+}
