@@ -57,13 +57,23 @@ export interface ResolvedApiKey {
   signingSecret: string;
 }
 
+interface CachedKey {
+  key: ResolvedApiKey;
+  expires: number;
+  loadedAt: number;
+}
+
 /**
  * Resolves `Authorization: ApiKey-v1 <key>` to its Application. Resolved keys are cached by hash
  * (no database work on the hot path); a deleted key's Application announces the change, which
- * drops its entries at once.
+ * drops its entries at once. A key is read by one query at a time: the requests that find it
+ * missing or stale meanwhile wait for that query instead of sending their own.
  */
 export class ApiKeyResolver {
-  private readonly cache = new Map<string, { key: ResolvedApiKey; expires: number; loadedAt: number }>();
+  private readonly cache = new Map<string, CachedKey>();
+  private readonly loading = new Map<string, Promise<CachedKey | undefined>>();
+  /** Moves with every configuration change: a read that began before one is not cached. */
+  private generation = 0;
   private readonly hashes = new Map<string, string>();
   private readonly ttlMs: number;
   private readonly unsubscribe: () => void;
@@ -72,6 +82,8 @@ export class ApiKeyResolver {
     this.ttlMs = options.ttlMs ?? 30_000;
     this.unsubscribe = ctx.events.subscribe((change) => {
       if (!isConfigurationChange(change)) return;
+      this.generation++;
+      this.loading.clear();
       for (const [hash, entry] of this.cache) if (entry.key.app.applicationId === change.applicationId) this.cache.delete(hash);
     });
   }
@@ -88,16 +100,30 @@ export class ApiKeyResolver {
     const now = this.ctx.clock.now().getTime();
     let entry = this.cache.get(hash);
     if (!entry || now - entry.loadedAt > this.ttlMs) {
+      entry = await this.load(hash, now);
+      if (!entry) throw unauthenticated('Invalid API key');
+    }
+    if (entry.expires <= now) throw unauthenticated('Expired API key');
+    return entry.key;
+  }
+
+  /** The key as stored (undefined: no such key), read once for all the requests that wait for it. */
+  private load(hash: string, now: number): Promise<CachedKey | undefined> {
+    const pending = this.loading.get(hash);
+    if (pending) return pending;
+    const generation = this.generation;
+    const read = (async (): Promise<CachedKey | undefined> => {
       const [row] = await this.ctx.db.query<{ id: number; application_id: number; account_id: number; expires: Date; signing_secret: string }>(
         `SELECT k.id, k.application_id, a.account_id, k.expires, a.signing_secret FROM api_keys k JOIN applications a ON a.id = k.application_id
           WHERE k.key_hash = $1`,
         [hash],
       );
+      const current = generation === this.generation;
       if (!row) {
-        this.cache.delete(hash);
-        throw unauthenticated('Invalid API key');
+        if (current) this.cache.delete(hash);
+        return undefined;
       }
-      entry = {
+      const entry: CachedKey = {
         key: {
           app: { applicationId: row.application_id, accountId: row.account_id },
           keyId: Number(row.id),
@@ -106,10 +132,13 @@ export class ApiKeyResolver {
         expires: new Date(iso(row.expires)!).getTime(),
         loadedAt: now,
       };
-      this.cache.set(hash, entry);
-    }
-    if (entry.expires <= now) throw unauthenticated('Expired API key');
-    return entry.key;
+      if (current) this.cache.set(hash, entry);
+      return entry;
+    })().finally(() => {
+      if (this.loading.get(hash) === read) this.loading.delete(hash);
+    });
+    this.loading.set(hash, read);
+    return read;
   }
 
   /** SHA-256 of a key, remembered for the keys in use (hashing on every request is measurable). */
