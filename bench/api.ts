@@ -381,14 +381,15 @@ async function main(): Promise<void> {
     // Each row with the bare row it is compared with.
     const rows: Array<{ result: LoadResult; bare?: LoadResult }> = [];
     const bareResult = await load({ ...common, ...bareJob, connections, target: `bare express, ${connections} connections` });
+    /** The open-loop rate as a share of this run's bare rate, as the rows and the targets name it. */
+    const shareOf = (rate: number) => (fixedRate ? `${(rate / rps(bareResult)).toFixed(2)}x bare, fixed` : `${rateShare}x bare`);
     rows.push({ result: bareResult });
     const saturated = await load({ ...common, ...perkline, connections, target: `Perkline, ${connections} connections` });
     rows.push({ result: saturated, bare: bareResult });
     let open: LoadResult | undefined;
     if (rateShare > 0) {
       const rate = fixedRate || Math.max(1, Math.round(rateShare * rps(bareResult)));
-      const share = fixedRate ? `${(rate / rps(bareResult)).toFixed(2)}x bare, fixed` : `${rateShare}x bare`;
-      open = await load({ ...common, ...perkline, connections, rate, target: `Perkline, ${fmt(rate)}/s offered (${share}, open loop), ${connections} connections` });
+      open = await load({ ...common, ...perkline, connections, rate, target: `Perkline, ${fmt(rate)}/s offered (${shareOf(rate)}, open loop), ${connections} connections` });
       rows.push({ result: open, bare: bareResult });
     }
     let lowRow: { result: LoadResult; bare: LoadResult } | undefined;
@@ -432,11 +433,10 @@ async function main(): Promise<void> {
       // Sustained: the rate asked for was served (within 2%, all requests sent).
       const sustained = rps(open) >= 0.98 * open.offered! && !open.unsent;
       // A fixed rate (--rate) is the target's only when it is at least 0.3x this run's bare rate.
-      const share = fixedRate ? `${(open.offered! / rps(bareResult)).toFixed(2)}x bare, fixed` : `${rateShare}x bare`;
       const atTarget = !fixedRate || open.offered! >= 0.3 * rps(bareResult);
       const met = sustained && open.p99 < 25;
       const verdict = !atTarget ? `${met ? 'met' : 'missed'} below 0.3x bare, not the target` : met ? 'met' : sustained ? 'MISSED' : 'MISSED (rate not sustained)';
-      targets.push(`p99 < 25 ms at ${fmt(open.offered!)}/s (${share}): ${ms(open.p99)} ms, ${fmt(rps(open))}/s served ${verdict}`);
+      targets.push(`p99 < 25 ms at ${fmt(open.offered!)}/s (${shareOf(open.offered!)}): ${ms(open.p99)} ms, ${fmt(rps(open))}/s served ${verdict}`);
     }
     if (lowRow) {
       // Both parts of the target in one closed-loop row at the lower concurrency.
