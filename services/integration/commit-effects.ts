@@ -21,8 +21,12 @@ import {
   referralView,
   settleLedger,
   spendPoints,
+  STATS_DELTA_COLUMNS,
+  statsDeltaJson,
+  statsDeltaSelect,
   subscribedLoyaltyTypesSql,
   subscribes,
+  type CampaignStatsDelta,
   type LedgerKey,
   type LoyaltySubscriptions,
   type PointsChange,
@@ -51,7 +55,7 @@ export type CounterEntry =
   | { t: 'coupon'; id: number; campaignId: number; discount: number }
   | { t: 'referral'; id: number; campaignId: number; friend: string }
   | { t: 'limit'; campaignId: number; couponId: number; action: string; period: string; entity: string; amount: number }
-  | { t: 'stats'; campaignId: number; coupons: number; referrals: number; discount: number; discountEffects: number; createdCoupons: number }
+  | ({ t: 'stats' } & CampaignStatsDelta)
   /** A membership that addToAudience made (added) or removeFromAudience ended (not added). */
   | { t: 'audience'; campaignId: number; audienceId: number; profile: string; added: boolean }
   /** Progress that increaseAchievementProgress added to a run (issue 6, area K). */
@@ -386,36 +390,8 @@ export async function commitEffects(tx: Queryable, c: EffectsCommit): Promise<Ef
   return { counters, createdCoupons, createdReferrals, ledgerEntries, outbound: outbound.length + notifications + loyaltyNotifications };
 }
 
-/** A change of one campaign's statistics, appended as a delta and folded into the campaign later. */
-export type CampaignStatsDelta = Omit<Extract<CounterEntry, { t: 'stats' }>, 't'>;
-type Stats = CampaignStatsDelta;
-
-/**
- * The SELECT that turns a JSON array of CampaignStatsDelta (parameter `json`) into rows of
- * campaign_stat_deltas, with `from` joined (a CTE that must have a row) and `at` as last activity.
- */
-export const STATS_DELTA_COLUMNS = 'campaign_id, coupons, referrals, discount, discount_effects, created_coupons, last_activity';
-const statsDeltaRecords = (json: string) =>
-  `jsonb_to_recordset(${json}::jsonb) AS d("campaignId" int, coupons int, referrals int, discount numeric, "discountEffects" int, "createdCoupons" int)`;
-export function statsDeltaSelect(json: string, at: string, from = ''): string {
-  return `SELECT d."campaignId", d.coupons, d.referrals, d.discount, d."discountEffects", d."createdCoupons", ${at}
-       FROM ${from ? `${from}, ` : ''}${statsDeltaRecords(json)}`;
-}
-/**
- * statsDeltaSelect summed per campaign: the deltas of many commits of one statement as one row per
- * campaign (what foldCampaignStats makes of them is the same: sums, and the latest activity).
- */
-export function statsDeltaSumSelect(json: string, at: string, from: string): string {
-  return `SELECT d."campaignId", sum(d.coupons), sum(d.referrals), sum(d.discount), sum(d."discountEffects"), sum(d."createdCoupons"), max(${at})
-       FROM ${from}, ${statsDeltaRecords(json)}
-      GROUP BY d."campaignId"`;
-}
-export const statsDeltaRows = (stats: readonly Stats[]) =>
-  stats.map(({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }) => ({ campaignId, coupons, referrals, discount, discountEffects, createdCoupons }));
-export const statsDeltaJson = (stats: readonly Stats[]): string => JSON.stringify(statsDeltaRows(stats));
-
 /** Appends changes of campaign statistics in one statement; foldCampaignStats moves them into campaigns. */
-async function appendStats(tx: Queryable, stats: readonly Stats[], now: Date | undefined): Promise<void> {
+async function appendStats(tx: Queryable, stats: readonly CampaignStatsDelta[], now: Date | undefined): Promise<void> {
   if (stats.length === 0) return;
   await tx.query(`INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSelect('$1', '$2::timestamptz')}`, [
     statsDeltaJson(stats),
@@ -442,7 +418,7 @@ export interface RollbackOptions {
  */
 export async function rollbackCounters(tx: Queryable, counters: readonly CounterEntry[], options: RollbackOptions = {}): Promise<CounterEntry[]> {
   const remaining: CounterEntry[] = [];
-  const stats: Stats[] = [];
+  const stats: CampaignStatsDelta[] = [];
   const round = options.round ?? ((n: number) => n);
   const keep = options.keepCounts ?? false;
   // The ledgers are locked together, in the commits' order and where a commit locks them (after

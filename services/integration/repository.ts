@@ -1,8 +1,8 @@
 // SQL of the integration side: sessions, profiles and events, read one way and committed in one
 // transaction with an optimistic check on the session's update count.
 import { AppError } from '../shared/index.js';
-import { ROWS_MARK, type Queryable } from '../store/index.js';
-import { STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, statsDeltaSumSelect, type CampaignStatsDelta, type LedgerEntry } from './commit-effects.js';
+import { ROWS_MARK, STATS_DELTA_COLUMNS, statsDeltaJson, statsDeltaRows, statsDeltaSelect, statsDeltaSumSelect, type CampaignStatsDelta, type Queryable } from '../store/index.js';
+import type { LedgerEntry } from './commit-effects.js';
 import type { SessionRecord, SessionState } from './session-model.js';
 
 export interface ProfileRecord {
@@ -361,13 +361,11 @@ export function eventView(e: EventRecord): Record<string, unknown> {
   return { ...e, ledgerEntries: e.ledgerEntries ?? [], meta: { campaigns: [], coupons: [], warnings: [] } };
 }
 
-let sessionsTogether: string | undefined;
 /**
  * The statement of commitSessionsTogether: $1 the batch's rows as JSON, $2 ROWS_MARK (planned for a
- * few rows, not 100). Written on first use: commit-effects, which it draws on, imports this module.
+ * few rows, not 100).
  */
-export const sessionsTogetherSql = (): string =>
-  (sessionsTogether ??= `WITH x AS (
+export const SESSIONS_TOGETHER_SQL = `WITH x AS (
        SELECT * FROM json_to_recordset($1::json) AS x(n int, application_id int, integration_id text, profile_id text,
          store_integration_id text, state text, coupon_codes jsonb, referral_code text, loyalty_cards jsonb, identifiers jsonb,
          cart_items json, additional_costs jsonb, attributes jsonb, total numeric, cart_item_total numeric,
@@ -460,7 +458,7 @@ export const sessionsTogetherSql = (): string =>
                                                'update_count', w.session_update_count, 'first_session', w.session_first)) FROM w) AS sessions,
             (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pc UNION ALL SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
             (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
-               FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`);
+               FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`;
 
 /**
  * Commits many sessions' updates in one statement: what the group commit sends when several
@@ -514,7 +512,7 @@ export async function commitSessionsTogether(db: Queryable, commits: readonly Se
     };
   });
   const [out] = await db.query<{ sessions: Array<Record<string, unknown>> | null; profiles: Array<Record<string, unknown>> | null; events: Array<{ n: number; id: number; created: string; type: string }> | null }>(
-    sessionsTogetherSql(),
+    SESSIONS_TOGETHER_SQL,
     [JSON.stringify(rows), ROWS_MARK],
   );
   const written = new Map((out?.sessions ?? []).map((r) => [r.n as number, r]));

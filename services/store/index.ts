@@ -14,7 +14,15 @@ export { ROWS_MARK } from './recordset.js';
 export function openDb(options: DbOptions): Promise<Db> {
   return options.databaseUrl ? createPostgresDb(options.databaseUrl, options) : createPgliteDb(options);
 }
-export { foldCampaignStats } from './campaign-stats.js';
+export {
+  foldCampaignStats,
+  STATS_DELTA_COLUMNS,
+  statsDeltaJson,
+  statsDeltaRows,
+  statsDeltaSelect,
+  statsDeltaSumSelect,
+  type CampaignStatsDelta,
+} from './campaign-stats.js';
 export { couponView, normalizeCode, referralView } from './coupons.js';
 export {
   addDuration,

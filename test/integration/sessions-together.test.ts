@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commitSession, commitSessionsTogether, sessionsTogetherSql, StaleSessionError, type SessionCommit } from '../../services/integration/repository.js';
+import { commitSession, commitSessionsTogether, SESSIONS_TOGETHER_SQL, StaleSessionError, type SessionCommit } from '../../services/integration/repository.js';
 import { applyPayload, emptySession } from '../../services/integration/session-model.js';
 import { createTestDb, genericPlan, type AdapterName, type TestDb } from '../helpers/db.js';
 import { postgresUp } from '../helpers/services.js';
@@ -175,7 +175,7 @@ describe.each(adapters)('commitSessionsTogether (%s)', (adapter) => {
   it('has a generic plan that finds sessions and profiles by index, made while the tables are small', async () => {
     // What a connection keeps from the sixth batch on (PostgreSQL's plan cache): planned for the
     // tables as they are now, a few rows each, never analyzed.
-    const plan = await genericPlan(t.db, sessionsTogetherSql(), ['json', 'int'], [`'[]'`, '1']);
+    const plan = await genericPlan(t.db, SESSIONS_TOGETHER_SQL, ['json', 'int'], [`'[]'`, '1']);
     expect(plan).toMatch(/Index Scan using customer_sessions_integration_id on customer_sessions/);
     expect(plan).toMatch(/Index (Only )?Scan using customer_profiles_account_id_integration_id_key on customer_profiles/);
     expect(plan).not.toMatch(/Seq Scan on customer_(sessions|profiles)/);
