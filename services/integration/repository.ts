@@ -420,29 +420,21 @@ export const SESSIONS_TOGETHER_SQL = `WITH x AS (
               bool_or(closed <> 0 OR sales <> 0) AS counting
          FROM w WHERE profile_id <> '' GROUP BY account_id, profile_id
      ),
-     -- Counters to change: upserted, in key order (batches of two nodes lock shared profiles in
-     -- the same order). Otherwise the profile is updated only when its lastActivity is a minute
-     -- old or the caller needs the row back, and inserted when missing (see commitSession).
-     pc AS (
+     -- Every profile this batch writes, in one upsert in key order: so every batch locks the
+     -- profiles it shares with another (a node's two in flight, other nodes' lanes) in the same
+     -- order, and none waits for a row another holds while holding one that other waits for.
+     -- Written are profiles with counters to change, missing ones, those the caller needs back,
+     -- and those whose lastActivity is a minute old (see commitSession); the rest are read, never
+     -- locked: an upsert locks (and logs) every row it finds, even one it then leaves as it is.
+     pw AS (
        INSERT INTO customer_profiles (account_id, integration_id, created, last_activity, closed_sessions, total_sales)
-       SELECT account_id, profile_id, now, now, closed, sales FROM pd WHERE counting ORDER BY account_id, profile_id
+       SELECT pd.account_id, pd.profile_id, pd.now, pd.now, pd.closed, pd.sales
+         FROM pd LEFT JOIN customer_profiles p ON p.account_id = pd.account_id AND p.integration_id = pd.profile_id
+        WHERE pd.counting OR pd.needed OR p.id IS NULL OR p.last_activity < pd.now - interval '60 seconds'
+        ORDER BY pd.account_id, pd.profile_id
        ON CONFLICT (account_id, integration_id) DO UPDATE SET last_activity = EXCLUDED.last_activity,
          closed_sessions = customer_profiles.closed_sessions + EXCLUDED.closed_sessions,
          total_sales = customer_profiles.total_sales + EXCLUDED.total_sales
-       RETURNING *
-     ),
-     pu AS (
-       UPDATE customer_profiles p SET last_activity = pd.now
-         FROM pd
-        WHERE NOT pd.counting AND p.account_id = pd.account_id AND p.integration_id = pd.profile_id
-          AND (pd.needed OR p.last_activity < pd.now - interval '60 seconds')
-       RETURNING p.*
-     ),
-     pi AS (
-       INSERT INTO customer_profiles (account_id, integration_id, created, last_activity)
-       SELECT account_id, profile_id, now, now FROM pd
-        WHERE NOT pd.counting AND NOT EXISTS (SELECT 1 FROM customer_profiles p WHERE p.account_id = pd.account_id AND p.integration_id = pd.profile_id)
-       ON CONFLICT (account_id, integration_id) DO NOTHING
        RETURNING *
      ),
      sd AS (INSERT INTO campaign_stat_deltas (${STATS_DELTA_COLUMNS}) ${statsDeltaSumSelect('w.stats', 'w.now', 'w')}),
@@ -456,7 +448,7 @@ export const SESSIONS_TOGETHER_SQL = `WITH x AS (
      )
      SELECT (SELECT json_agg(json_build_object('n', w.n, 'id', w.session_row_id, 'created', w.session_created, 'updated', w.session_updated,
                                                'update_count', w.session_update_count, 'first_session', w.session_first)) FROM w) AS sessions,
-            (SELECT json_agg(row_to_json(p)) FROM (SELECT * FROM pc UNION ALL SELECT * FROM pu UNION ALL SELECT * FROM pi) p) AS profiles,
+            (SELECT json_agg(row_to_json(pw)) FROM pw) AS profiles,
             (SELECT json_agg(json_build_object('n', w.n, 'id', e.id, 'created', e.created, 'type', e.type) ORDER BY e.id)
                FROM e JOIN w ON w.application_id = e.application_id AND w.integration_id = e.session_id) AS events`;
 
