@@ -34,8 +34,6 @@ const integrationIdTaken = (integration: string | undefined, id: string): AppErr
   ]);
 
 const isUniqueViolation = (e: unknown) => (e as { code?: unknown } | null)?.code === '23505';
-/** Deadlock or serialization failure: the transaction is tried again. */
-const isRetryable = (e: unknown) => ['40P01', '40001'].includes(String((e as { code?: unknown } | null)?.code));
 
 export interface AudienceAction {
   action: 'add' | 'remove';
@@ -202,8 +200,9 @@ export class AudienceService {
   }
 
   /**
-   * Runs a write in a transaction (again on a deadlock), under its Idempotency-Key when one was
-   * sent: a stored response is replayed, and the response is stored with the write.
+   * Runs a write in a transaction (which the store runs again after a deadlock), under its
+   * Idempotency-Key when one was sent: a stored response is replayed, and the response is stored
+   * with the write.
    */
   private async write(call: AudienceCall, operation: string, fn: (tx: Queryable) => Promise<JsonObject>): Promise<JsonObject> {
     const scope: IdempotencyScope | undefined =
@@ -211,23 +210,12 @@ export class AudienceService {
         ? undefined
         : { applicationId: call.app.applicationId, key: call.idempotencyKey, operation: `${operation}:${call.audienceId ?? ''}`, request: call.request };
     const run = () =>
-      this.retrying(async (tx) => {
+      this.db.transaction(async (tx) => {
         const out = await fn(tx);
         if (scope) await remember(tx, scope, out, this.clock);
         return out;
       });
     return withIdempotency(this.db, this.clock, scope, run, (stored) => stored);
-  }
-
-  private async retrying<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.db.transaction(fn);
-      } catch (e) {
-        if (!isRetryable(e) || attempt >= 5) throw e;
-        await new Promise((r) => setTimeout(r, Math.random() * 10 * attempt));
-      }
-    }
   }
 }
 

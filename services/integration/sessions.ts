@@ -1,7 +1,7 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
 import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
-import type { Queryable } from '../store/index.js';
+import { againOnConflict, type Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry, type LedgerEntrySink, type LedgerWrite } from './commit-effects.js';
 import { integrationState, previewCreated, withLedgerEntries } from './customer-records.js';
 import { priceFromCatalogs, recordCartPrices } from './catalogs.js';
@@ -54,7 +54,11 @@ export class SessionService extends IntegrationService {
     super(options);
     this.sessionWrites = new GroupCommit<SessionCommit, SessionCommitResult>({
       one: (c) => commitSession(this.db, c),
-      many: (cs) => commitSessionsTogether(this.db, cs),
+      // A batch is one statement: when PostgreSQL aborts it in a deadlock, nothing of it stays and
+      // it runs again. Batches never deadlock with each other (SESSIONS_TOGETHER_SQL), but a
+      // transaction that commits a close with more (loyalty points to another profile, say) locks
+      // its profiles in an order of its own, and either side may be the one aborted.
+      many: (cs) => againOnConflict(() => commitSessionsTogether(this.db, cs)),
       // Under load a batch waits up to 1 ms for a dozen updates: at 0.3x the bare endpoint's rate
       // (`npm run bench:api`, open-loop row, six runs each way) PostgreSQL's CPU per update fell
       // from 0.16-0.18 to 0.14-0.16 ms and the server's from 0.17-0.18 to 0.15-0.17 ms, for about

@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { againOnConflict } from './conflicts.js';
 import { assertSchemaName, type Db, type DbOptions, type Queryable, type Row } from './db.js';
 
 /** The server adapter: a postgres.js pool. int8 is read as a JS number; numeric stays a string. */
@@ -49,20 +50,10 @@ export async function createPostgresDb(url: string, options: DbOptions = {}): Pr
   return {
     kind: 'postgres',
     ...queryable(sql),
-    transaction: async <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> => {
-      // A deadlock or serialization failure aborts the whole transaction and nothing of it stays:
-      // running it again is safe, and it is what the losing side of such a race should do.
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const result = await sql.begin(async (tx) => fn(queryable(tx)));
-          return result as T;
-        } catch (e) {
-          const code = (e as { code?: string }).code;
-          if ((code !== '40P01' && code !== '40001') || attempt >= 4) throw e;
-          await new Promise((r) => setTimeout(r, 2 + Math.random() * 10 * (attempt + 1)));
-        }
-      }
-    },
+    // A deadlock or serialization failure aborts the whole transaction and nothing of it stays:
+    // it runs again, as the losing side of such a race should.
+    transaction: <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> =>
+      againOnConflict(async () => (await sql.begin(async (tx) => fn(queryable(tx)))) as T),
     close: () => sql.end({ timeout: 5 }),
   };
 }
