@@ -64,6 +64,13 @@ export class SessionService extends IntegrationService {
       // from 0.16-0.18 to 0.14-0.16 ms and the server's from 0.17-0.18 to 0.15-0.17 ms, for about
       // 1.5 ms more at the median.
       gather: { items: 12 },
+      // Two batches at a time: while one waits for its commit (a WAL flush takes 10-20 ms at
+      // times on a VM's disk), the next is already sent instead of every update queueing behind
+      // it. Every batch writes its profiles in one upsert in key order (SESSIONS_TOGETHER_SQL), so
+      // two never deadlock over profiles they share. In the bench's open loop (4 interleaved runs
+      // each, pretenuring off) the p99 went from 24-101 ms (median 29) to 22-39 ms (median 28),
+      // the p50 from 5.9-20 to 5.1-7.2 ms, and the saturated row from 0.44-0.49x to 0.49-0.51x bare.
+      maxInFlight: 2,
     });
   }
 

@@ -14,7 +14,8 @@ export interface GroupCommitOptions<I, O> {
   /**
    * Batches committing at once (default 1). More in flight makes smaller batches: on a small
    * machine each statement, commit and wake-up costs more CPU than it saves in waiting (measured
-   * with `npm run bench:api`: 1 in flight served 0.45x bare against 0.33x with 4).
+   * with `npm run bench:api`: 1 in flight served 0.45x bare against 0.33x with 4). Two let the
+   * next batch go while one waits on a slow commit (the session lane uses two; see sessions.ts).
    */
   maxInFlight?: number;
   /**

@@ -40,6 +40,37 @@ describe('GroupCommit', () => {
     expect(second.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([6, 'five', 7]);
   });
 
+  it('with two in flight, sends a second batch while the first commits, and the rest when one ends', async () => {
+    const sent: number[][] = [];
+    const open: Array<() => void> = [];
+    const hold = <T>(value: T) => new Promise<T>((resolve) => open.push(() => resolve(value)));
+    const g = new GroupCommit<number, number>({
+      maxInFlight: 2,
+      one: (i) => {
+        sent.push([i]);
+        return hold(i * 10);
+      },
+      many: (items) => {
+        sent.push(items);
+        return hold(items.map((i) => i * 10));
+      },
+    });
+    const first = g.commit(1);
+    const second = g.commit(2);
+    // Both lanes busy: 3 and 4 wait.
+    const rest = [g.commit(3), g.commit(4)];
+    expect(sent).toEqual([[1], [2]]);
+    // The second batch ends first: its caller has its answer, and the waiting items go at once.
+    open[1]!();
+    expect(await second).toBe(20);
+    await new Promise((r) => setImmediate(r));
+    expect(sent).toEqual([[1], [2], [3, 4]]);
+    open[2]!();
+    expect(await Promise.all(rest)).toEqual([30, 40]);
+    open[0]!();
+    expect(await first).toBe(10);
+  });
+
   describe('gather', () => {
     /** A GroupCommit whose single commits end when the test says, recording what was sent. */
     const gathering = () => {
