@@ -46,23 +46,25 @@ const membershipRows = (actions: readonly AudienceAction[]): string =>
   JSON.stringify(actions.map((a) => ({ audienceId: a.audienceId, profileIntegrationId: a.profileIntegrationId, mark: ROWS_MARK })));
 
 /**
- * Memberships added: $1 the account, $2 the actions (membershipRows), $3 the time, $4 ROWS_MARK.
+ * The actions of $2 (membershipRows) as rows `x`, each with its profile `p` of the account $1.
  * Each profile is looked up by its key in a subquery of its own: planned for a few rows (the mark)
  * but joined directly, the generic plan made on a new database read every profile of the account
  * and matched the ids in the join, because an account's few profiles then cost less to read than
  * one lookup per row.
  */
+const ACTIONS_WITH_PROFILE = `jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text, mark int)
+     JOIN LATERAL (SELECT q.id FROM customer_profiles q WHERE q.account_id = $1 AND q.integration_id = x."profileIntegrationId" LIMIT 1) p ON true`;
+
+/** Memberships added: $1 the account, $2 the actions (membershipRows), $3 the time, $4 ROWS_MARK. */
 export const ADD_MEMBERS_SQL = `INSERT INTO audience_memberships (audience_id, profile_id, created)
-   SELECT x."audienceId", p.id, $3 FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text, mark int)
-     JOIN LATERAL (SELECT q.id FROM customer_profiles q WHERE q.account_id = $1 AND q.integration_id = x."profileIntegrationId" LIMIT 1) p ON true
+   SELECT x."audienceId", p.id, $3 FROM ${ACTIONS_WITH_PROFILE}
     WHERE x.mark = $4
     ORDER BY p.id, x."audienceId"
    ON CONFLICT DO NOTHING`;
 
-/** Memberships removed: $1 the account, $2 the actions (membershipRows), $3 ROWS_MARK; planned as above. */
+/** Memberships removed: $1 the account, $2 the actions (membershipRows), $3 ROWS_MARK. */
 export const REMOVE_MEMBERS_SQL = `DELETE FROM audience_memberships WHERE (profile_id, audience_id) IN (
-     SELECT m.profile_id, m.audience_id FROM jsonb_to_recordset($2::jsonb) AS x("audienceId" int, "profileIntegrationId" text, mark int)
-       JOIN LATERAL (SELECT q.id FROM customer_profiles q WHERE q.account_id = $1 AND q.integration_id = x."profileIntegrationId" LIMIT 1) p ON true
+     SELECT m.profile_id, m.audience_id FROM ${ACTIONS_WITH_PROFILE}
        JOIN audience_memberships m ON m.profile_id = p.id AND m.audience_id = x."audienceId"
       WHERE x.mark = $3
       ORDER BY m.profile_id, m.audience_id FOR UPDATE OF m)`;
