@@ -1,8 +1,12 @@
 // The access log writer: the edge hands it one entry per API request and it inserts them in
-// batches, so that logging costs a request a few property reads and an array push, never a
-// database round trip. Payloads are turned into text, redacted and capped at flush time, off the
-// request's path. The queue is bounded: when the database cannot keep up the oldest entries are
-// dropped and counted (requests are never held back by their log).
+// batches, so that logging costs a request a few property reads and a copy of its payloads, never
+// a database round trip. Payloads are copied at once into large byte blocks that are reused from
+// flush to flush, and turned back into text, redacted and capped at flush time, off the request's
+// path: an entry held for a flush interval would otherwise keep its answer's text alive across
+// young-generation collections, so that most of what the server promoted to the old generation
+// (and the full collections that follow) was the log's queue. The queue is bounded: when the
+// database cannot keep up the oldest entries are dropped and counted (requests are never held back
+// by their log).
 import type { Logger } from '../shared/index.js';
 import type { Queryable } from '../store/index.js';
 
@@ -37,9 +41,9 @@ export interface AccessLogWriterOptions {
   batchSize?: number;
   /** Entries held while the database lags; beyond it the oldest are dropped (default 20 000). */
   maxQueued?: number;
-  /** Payload characters held while the database lags, the same way (default 64 Mi). */
-  maxQueuedChars?: number;
-  /** Characters of each payload kept (default 64 KiB); longer ones are cut and marked. */
+  /** Payload bytes (UTF-8) held while the database lags, the same way (default 64 MiB). */
+  maxQueuedBytes?: number;
+  /** Characters of each payload kept (bytes of one that came as bytes; default 64 Ki); longer ones are cut and marked. */
   maxPayloadChars?: number;
 }
 
@@ -136,19 +140,35 @@ UPDATE accounts ac SET api_call_count = ac.api_call_count + n.n
   FROM (SELECT account_id, count(*) AS n FROM inserted GROUP BY account_id) n
  WHERE ac.id = n.account_id`;
 
-/** A payload as kept in the queue: its first characters, and its full size when it was cut. */
-interface Kept {
-  head: Buffer | string | undefined;
-  /** Set when cut: the original length and its unit. */
-  cut?: string;
+/** Bytes of queued payloads: one block is written at a time; a block whose entries are all gone is used again. */
+interface Block {
+  bytes: Buffer;
+  used: number;
+  /** Queued entries with payload bytes in it. */
+  pending: number;
 }
 
+/** Block size: a flush interval's payloads at a few thousand requests a second fit in a few. */
+const BLOCK_BYTES = 1024 * 1024;
+/** Emptied blocks kept for reuse; past a lag's backlog the others are left to the garbage collector. */
+const SPARE_BLOCKS = 4;
+
+/** An entry in the queue: its payloads as bytes in a block (request, then response), and how long they were when cut. */
 interface Queued {
-  entry: AccessLogEntry;
-  request: Kept;
-  response: Kept;
-  /** Payload characters (or bytes) held. */
-  size: number;
+  uuid: string;
+  accountId: number;
+  applicationId: number | undefined;
+  time: number;
+  status: number;
+  method: string;
+  path: string;
+  requestUri: string;
+  block: Block;
+  start: number;
+  requestEnd: number;
+  end: number;
+  requestCut: string | undefined;
+  responseCut: string | undefined;
 }
 
 export class AccessLogWriter implements AccessLogSink {
@@ -157,9 +177,11 @@ export class AccessLogWriter implements AccessLogSink {
   private readonly timer: NodeJS.Timeout;
   private readonly batchSize: number;
   private readonly maxQueued: number;
-  private readonly maxQueuedChars: number;
-  private queuedChars = 0;
+  private readonly maxQueuedBytes: number;
+  private queuedBytes = 0;
   private readonly maxChars: number;
+  private block: Block = { bytes: Buffer.allocUnsafeSlow(BLOCK_BYTES), used: 0, pending: 0 };
+  private readonly spare: Block[] = [];
   private written = 0;
   private dropped = 0;
   private droppedUnreported = 0;
@@ -168,7 +190,7 @@ export class AccessLogWriter implements AccessLogSink {
   constructor(private readonly options: AccessLogWriterOptions) {
     this.batchSize = options.batchSize ?? 500;
     this.maxQueued = options.maxQueued ?? 20_000;
-    this.maxQueuedChars = options.maxQueuedChars ?? 64 * 1024 * 1024;
+    this.maxQueuedBytes = options.maxQueuedBytes ?? 64 * 1024 * 1024;
     this.maxChars = options.maxPayloadChars ?? 64 * 1024;
     this.timer = setInterval(() => void this.flushOnce(), options.flushIntervalMs ?? 250);
     this.timer.unref();
@@ -176,17 +198,39 @@ export class AccessLogWriter implements AccessLogSink {
 
   write(entry: AccessLogEntry): void {
     if (this.closed) return;
-    // Keep only what will be stored: a large body's buffer is not held for a queue's lifetime.
     const request = this.cap(entry.requestPayload);
     const response = this.cap(entry.responsePayload);
-    const queued: Queued = { entry, request, response, size: (request.head?.length ?? 0) + (response.head?.length ?? 0) };
+    // Copied now, so that neither the answer's text nor the body's buffer is held for the queue's
+    // lifetime (a cut one only up to its cap).
+    const block = this.room(bound(request.head) + bound(response.head));
+    const start = block.used;
+    const requestEnd = put(block, request.head);
+    const end = put(block, response.head);
+    block.pending++;
+    const queued: Queued = {
+      uuid: entry.uuid,
+      accountId: entry.accountId,
+      applicationId: entry.applicationId,
+      time: entry.time.getTime(),
+      status: entry.status,
+      method: entry.method,
+      path: entry.path,
+      requestUri: entry.requestUri,
+      block,
+      start,
+      requestEnd,
+      end,
+      requestCut: request.cut,
+      responseCut: response.cut,
+    };
     entry.requestPayload = entry.responsePayload = undefined;
-    while (this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedChars + queued.size > this.maxQueuedChars)) {
-      this.queuedChars -= this.queue.shift()!.size;
+    const size = end - start;
+    while (this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedBytes + size > this.maxQueuedBytes)) {
+      this.release(this.queue.shift()!);
       this.drop(1);
     }
     this.queue.push(queued);
-    this.queuedChars += queued.size;
+    this.queuedBytes += size;
     if (this.queue.length >= this.batchSize && !this.flushing) setImmediate(() => void this.flushOnce());
   }
 
@@ -209,11 +253,31 @@ export class AccessLogWriter implements AccessLogSink {
     this.closed = true;
   }
 
-  private cap(payload: Buffer | string | undefined): Kept {
+  private cap(payload: Buffer | string | undefined): { head: Buffer | string | undefined; cut?: string } {
     if (payload === undefined || payload.length <= this.maxChars) return { head: payload };
-    // A copy, so that the whole body is not kept alive by a slice of it.
-    const head = typeof payload === 'string' ? payload.slice(0, this.maxChars) : Buffer.from(payload.subarray(0, this.maxChars));
+    const head = typeof payload === 'string' ? payload.slice(0, this.maxChars) : payload.subarray(0, this.maxChars);
     return { head, cut: `${payload.length} ${typeof payload === 'string' ? 'characters' : 'bytes'}` };
+  }
+
+  /** A block with at least `bytes` free: the current one, a spare, or a new one (as large as needed). */
+  private room(bytes: number): Block {
+    const current = this.block;
+    // Every entry of the current block is gone: it is written again from its start.
+    if (current.pending === 0) current.used = 0;
+    if (current.bytes.length - current.used >= bytes) return current;
+    // The current block is left to its queued entries; the last of them to go hands it back.
+    const next = bytes <= BLOCK_BYTES ? (this.spare.pop() ?? { bytes: Buffer.allocUnsafeSlow(BLOCK_BYTES), used: 0, pending: 0 }) : { bytes: Buffer.allocUnsafeSlow(bytes), used: 0, pending: 0 };
+    this.block = next;
+    return next;
+  }
+
+  /** An entry's bytes are no longer needed (written, dropped, or made text for its statement). */
+  private release(q: Queued): void {
+    this.queuedBytes -= q.end - q.start;
+    const block = q.block;
+    if (--block.pending > 0 || block === this.block) return;
+    block.used = 0;
+    if (block.bytes.length === BLOCK_BYTES && this.spare.length < SPARE_BLOCKS) this.spare.push(block);
   }
 
   private drop(n: number): void {
@@ -228,7 +292,6 @@ export class AccessLogWriter implements AccessLogSink {
       return Promise.resolve();
     }
     const batch = this.queue.splice(0, this.batchSize);
-    for (const q of batch) this.queuedChars -= q.size;
     this.flushing = this.insert(batch).finally(() => {
       this.flushing = undefined;
       this.reportDrops();
@@ -242,8 +305,12 @@ export class AccessLogWriter implements AccessLogSink {
     for (let from = 0; from < batch.length; from += ROWS_PER_STATEMENT) {
       const chunk = batch.slice(from, from + ROWS_PER_STATEMENT);
       const params: unknown[] = [];
-      for (const { entry: e, request, response } of chunk) {
-        params.push(e.uuid, e.accountId, e.applicationId ?? null, e.time.toISOString(), e.status, e.method, clean(e.path), clean(e.requestUri), clean(stored(request)), clean(stored(response)));
+      for (const q of chunk) {
+        const bytes = q.block.bytes;
+        const request = stored(bytes.toString('utf8', q.start, q.requestEnd), q.requestCut);
+        const response = stored(bytes.toString('utf8', q.requestEnd, q.end), q.responseCut);
+        params.push(q.uuid, q.accountId, q.applicationId ?? null, new Date(q.time).toISOString(), q.status, q.method, clean(q.path), clean(q.requestUri), clean(request), clean(response));
+        this.release(q);
       }
       while (params.length < ROWS_PER_STATEMENT * COLUMNS.length) params.push(null);
       // One retry: a deadlock with another node's flush over the same accounts is worth a second go.
@@ -271,9 +338,18 @@ export class AccessLogWriter implements AccessLogSink {
 }
 
 /** The text stored for a payload: redacted first, so that the truncation mark is never taken for data. */
-function stored({ head, cut }: Kept): string {
-  const text = head === undefined ? '' : redactPayload(typeof head === 'string' ? head : head.toString('utf8'));
-  return cut === undefined ? text : `${text}…[truncated; ${cut} in all]`;
+function stored(text: string, cut: string | undefined): string {
+  const redacted = text === '' ? '' : redactPayload(text);
+  return cut === undefined ? redacted : `${redacted}…[truncated; ${cut} in all]`;
+}
+
+/** Bytes a payload can take as UTF-8 (a UTF-16 unit takes at most 3). */
+const bound = (payload: Buffer | string | undefined): number => (payload === undefined ? 0 : typeof payload === 'string' ? payload.length * 3 : payload.length);
+
+/** Appends a payload to the block; returns where it ends. */
+function put(block: Block, payload: Buffer | string | undefined): number {
+  if (payload !== undefined) block.used += typeof payload === 'string' ? block.bytes.write(payload, block.used) : payload.copy(block.bytes, block.used);
+  return block.used;
 }
 
 /** Postgres text cannot hold NUL. */

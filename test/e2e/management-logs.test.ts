@@ -533,13 +533,66 @@ describe('Management API: access logs and webhook logs', () => {
       expect(warnings.some((w) => w.includes('"dropped":2'))).toBe(true);
     });
 
-    it('also bounds the payload characters it holds', async () => {
+    it('also bounds the payload bytes it holds', async () => {
       const fake = fakeDb();
-      const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), batchSize: 1000, maxQueuedChars: 100, flushIntervalMs: 60_000 });
+      const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), batchSize: 1000, maxQueuedBytes: 100, flushIntervalMs: 60_000 });
       for (let n = 1; n <= 5; n++) writer.write(entry(n, { requestPayload: 'x'.repeat(30) }));
       expect(writer.stats()).toEqual({ queued: 3, written: 0, dropped: 2 });
       await writer.close();
       expect(fake.batches.flat().map((r) => Number(r.u.slice(-12)))).toEqual([3, 4, 5]);
+    });
+
+    it('stores every payload as it came while flushes, drops and new entries share its byte blocks', async () => {
+      const fake = fakeDb();
+      // Flushes run on their own timer while entries keep coming; the queue cap drops some.
+      const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), batchSize: 40, maxQueued: 100, flushIntervalMs: 1, maxPayloadChars: 2_000_000 });
+      const expected = new Map<string, { q: string; o: string }>();
+      let n = 0;
+      const add = (request: Buffer | string | undefined, response: string | undefined) => {
+        const e = entry(++n, { requestPayload: request, responsePayload: response });
+        expected.set(e.uuid, {
+          q: request === undefined ? '' : typeof request === 'string' ? request : request.toString('utf8'),
+          o: response ?? '',
+        });
+        writer.write(e);
+      };
+      for (let round = 0; round < 12; round++) {
+        // Several 1 MiB blocks' worth a round: multi-byte text, bodies as bytes, empty and missing payloads.
+        for (let k = 0; k < 60 + round * 7; k++) {
+          const text = `{"n":${n},"note":"${'é€😀'.repeat(200 + ((n * 37) % 900))}"}`;
+          add(k % 3 === 0 ? Buffer.from(text) : k % 3 === 1 ? text : undefined, k % 5 === 0 ? '' : `{"ok":${n},"pad":"${'x'.repeat((n * 131) % 7000)}"}`);
+        }
+        // A payload larger than a block gets a block of its own.
+        if (round % 4 === 0) add(undefined, `{"big":"${'y'.repeat(1_500_000)}"}`);
+        if (round % 3 === 0) fake.block();
+        await new Promise((r) => setTimeout(r, 3));
+        fake.release();
+        await new Promise((r) => setTimeout(r, round % 2 === 0 ? 0 : 5));
+      }
+      await writer.close();
+      const rows = fake.batches.flat();
+      const { written, dropped, queued } = writer.stats();
+      expect(queued).toBe(0);
+      expect(written + dropped).toBe(n);
+      expect(rows.length).toBe(written);
+      expect(dropped).toBeGreaterThan(0);
+      expect(written).toBeGreaterThan(400);
+      for (const row of rows) expect(row, row.u).toEqual({ u: row.u, ...expected.get(row.u)! });
+      expect(rows.some((r) => r.o.length > 1_000_000)).toBe(true);
+    });
+
+    it('never writes over the bytes of an entry still queued when the oldest are dropped', async () => {
+      const fake = fakeDb();
+      const writer = new AccessLogWriter({ db: fake.db, logger: createLogger({ level: 'silent' }), batchSize: 1000, maxQueued: 12, flushIntervalMs: 60_000, maxPayloadChars: 1_000_000 });
+      // 200 kB bodies: five to a 1 MiB block. 1-3 are dropped by the time 16 (900 kB) needs a new
+      // block, while 4 and 5 still share their block.
+      const body = (n: number) => Buffer.from(`{"n":${n},"pad":"${String(n % 10).repeat((n === 16 ? 900_000 : 200_000) - 20)}"}`);
+      for (let n = 1; n <= 16; n++) writer.write(entry(n, { requestPayload: body(n) }));
+      expect(writer.stats()).toEqual({ queued: 12, written: 0, dropped: 4 });
+      await writer.close();
+      const rows = fake.batches.flat();
+      expect(rows.map((r) => Number(r.u.slice(-12)))).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+      for (const r of rows) expect(r.q === body(Number(r.u.slice(-12))).toString(), r.u).toBe(true);
     });
 
     it('writes what is queued when closed, and caps and redacts payloads', async () => {
