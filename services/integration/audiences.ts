@@ -7,7 +7,7 @@
 // a transaction, and rows are locked in a fixed order (profiles, then memberships, by id).
 import type { AudienceCall, JsonObject } from '../actors/port.js';
 import { AppError, notFound, type Clock } from '../shared/index.js';
-import { ROWS_MARK, type Db, type Queryable } from '../store/index.js';
+import { isUniqueViolation, ROWS_MARK, type Db, type Queryable } from '../store/index.js';
 import { remember, withIdempotency, type IdempotencyScope } from './idempotency.js';
 
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
@@ -33,7 +33,6 @@ const integrationIdTaken = (integration: string | undefined, id: string): AppErr
     { title: 'Conflict', details: 'integrationId already used for this integration in the account', source: { pointer: '/integrationId' } },
   ]);
 
-const isUniqueViolation = (e: unknown) => (e as { code?: unknown } | null)?.code === '23505';
 
 export interface AudienceAction {
   action: 'add' | 'remove';

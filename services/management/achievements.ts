@@ -3,6 +3,7 @@
 // (services/integration/achievements.ts); deleting an achievement deletes its progress.
 import { AppError, badRequest, notFound } from '../shared/index.js';
 import { achievementFields, PERIOD_PATTERN, type AchievementCampaign, type PeriodEndOverride } from '../integration/achievements.js';
+import { isUniqueViolation } from '../store/index.js';
 import { requireCampaign } from './campaigns.js';
 import { listPage, requireApplication, type ListQuery, type ManagementContext, type Principal } from './context.js';
 
@@ -22,7 +23,6 @@ export interface AchievementInput {
 
 const SORTABLE = { id: 'id', created: 'created', name: 'name', title: 'title' };
 
-const isUniqueViolation = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '23505';
 const nameTaken = (name: string) =>
   new AppError('conflict', `An achievement named ${JSON.stringify(name)} already exists in this campaign`, [
     { title: 'Conflict', details: 'achievement name taken', source: { pointer: '/name' } },

@@ -2,7 +2,7 @@
 // that share it (at most usersPerCardLimit), read it, block and unblock it. The card is named in
 // paths by its identifier, unique in its program.
 import { AppError, badRequest, notFound } from '../shared/index.js';
-import { ledgerObjectsOf, type Queryable, type Tier } from '../store/index.js';
+import { isUniqueViolation, ledgerObjectsOf, type Queryable, type Tier } from '../store/index.js';
 import { compact, iso, type ManagementContext, type Principal } from './context.js';
 import { findProgram, requireLedgerReader, requireLedgerWriter } from './loyalty.js';
 
@@ -16,7 +16,6 @@ export interface UpdateLoyaltyCardBody {
   blockReason?: string;
 }
 
-const isUniqueViolation = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '23505';
 
 /** The card with its profiles, and its own ledger and subledgers as of `now` (the spec's `cards` item). */
 async function cardView(db: Queryable, program: Record<string, unknown>, card: Record<string, unknown>, now: Date): Promise<Record<string, unknown>> {

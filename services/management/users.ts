@@ -5,7 +5,7 @@
 // transaction as the change. A password hash never leaves this module; an invite token is shown
 // once, to the admin who created it, and otherwise only travels in the invite mail.
 import { AppError, badRequest, notFound, randomToken, sha256Hex, unauthenticated } from '../shared/index.js';
-import { queueMail, type Queryable } from '../store/index.js';
+import { isUniqueViolation, queueMail, type Queryable } from '../store/index.js';
 import { countPasswordAttempt, forgivePasswordAttempt, issueToken } from './auth.js';
 import {
   compact,
@@ -46,7 +46,6 @@ const emailTaken = () =>
   new AppError('conflict', 'This e-mail is already used by another user', [
     { title: 'Conflict', details: 'the e-mail is already used by another user', source: { pointer: '/email' } },
   ]);
-const isUniqueViolation = (e: unknown) => (e as { code?: unknown } | null)?.code === '23505';
 
 /** GET /v1/users: the account's users for admins; only oneself for other users. */
 export async function listUsers(ctx: ManagementContext, principal: Principal, query: ListQuery) {

@@ -1,5 +1,11 @@
-// Deadlocks and serialization failures: PostgreSQL aborts the loser of such a race, and nothing of
-// the aborted statement or transaction stays, so running it again is what the loser should do.
+// Errors of writes that raced another. Deadlocks and serialization failures: PostgreSQL aborts the
+// loser of such a race, and nothing of the aborted statement or transaction stays, so running it
+// again is what the loser should do. A unique violation is the caller's to answer (a name taken).
+
+/** Whether an error is a unique violation (23505): a row with the same key exists, or was just written by another. */
+export function isUniqueViolation(e: unknown): boolean {
+  return (e as { code?: unknown } | null)?.code === '23505';
+}
 
 /** Whether an error is a deadlock (40P01) or a serialization failure (40001). */
 export function isConflictAbort(e: unknown): boolean {

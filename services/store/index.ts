@@ -9,7 +9,7 @@ export { createPgliteDb } from './pglite-adapter.js';
 export { createPostgresDb } from './postgres-adapter.js';
 export { migrate, loadMigrations, type Migration } from './migrate.js';
 export { ROWS_MARK } from './recordset.js';
-export { againOnConflict, isConflictAbort } from './conflicts.js';
+export { againOnConflict, isConflictAbort, isUniqueViolation } from './conflicts.js';
 
 /** Postgres when a URL is given, embedded PGlite otherwise. */
 export function openDb(options: DbOptions): Promise<Db> {
