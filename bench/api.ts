@@ -24,7 +24,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
 interface LoadJob {
@@ -343,16 +343,32 @@ async function main(): Promise<void> {
     // that long before any of their code runs.
     const loopDelay = new Map<string, { p50: number; p99: number; max: number }>();
     const delay = monitorEventLoopDelay({ resolution: 1 });
+    // The server's garbage collections (this process): a full one pauses every request in flight,
+    // and the backlog it leaves is most of the open-loop row's tail on a small machine.
+    const collections: Array<{ at: number; ms: number; full: boolean }> = [];
+    const gcObserver = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        const kind = (e as { detail?: { kind?: number } }).detail?.kind;
+        if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR || kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) {
+          collections.push({ at: e.startTime, ms: e.duration, full: kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR });
+        }
+      }
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
+    const gcUse = new Map<string, { from: number; to: number }>();
     const load = (job: LoadJob) =>
       new Promise<LoadResult>((resolve, reject) => {
         let first: CpuSample | undefined;
+        let from = 0;
         const onMessage = (m: { phase?: 'start' | 'end'; result?: LoadResult }) => {
           if (m.phase === 'start') {
             first = cpuSample(child!.pid!);
+            from = performance.now();
             delay.reset();
             delay.enable();
           } else if (m.phase === 'end' && first) {
             cpu.set(job.target, cpuUse(first, cpuSample(child!.pid!)));
+            gcUse.set(job.target, { from, to: performance.now() });
             delay.disable();
             loopDelay.set(job.target, { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 });
           }
@@ -415,15 +431,29 @@ async function main(): Promise<void> {
     console.log('');
     // CPU time per request does not depend much on what else runs on the machine; the shares do.
     console.log(`CPU during each window: % of one core (${availableParallelism()} cores = ${availableParallelism() * 100}%) and CPU ms per request (Linux /proc)`);
-    console.log('target | server process | load generator | postgres | other processes | steal (taken by the hypervisor) | iowait | server event-loop delay p50 / p99 / max ms');
-    console.log('---|---|---|---|---|---|---|---');
+    console.log(
+      'target | server process | load generator | postgres | other processes | steal (taken by the hypervisor) | iowait | server event-loop delay p50 / p99 / max ms | server full collections: count (longest pause ms) | young collections: count (pauses in all ms)',
+    );
+    console.log('---|---|---|---|---|---|---|---|---|---');
+    // Entries arrive a little after their collection: every one of the run is in by now.
+    gcObserver.disconnect();
     for (const { result: r } of rows) {
       const c = cpu.get(r.target);
       if (!c) continue;
       const perRequest = (pct: number) => `${pct.toFixed(0)}% (${(((pct / 100) * 1000) / rps(r)).toFixed(3)} ms)`;
       const d = loopDelay.get(r.target);
       const lag = d && r.target.startsWith('Perkline') ? `${ms(d.p50)} / ${ms(d.p99)} / ${ms(d.max)}` : '';
-      console.log([r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.steal.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`, lag].join(' | '));
+      const w = gcUse.get(r.target);
+      const inRow = w ? collections.filter((g) => g.at >= w.from && g.at <= w.to) : [];
+      const full = inRow.filter((g) => g.full);
+      const young = inRow.filter((g) => !g.full);
+      const longest = full.reduce((m, g) => Math.max(m, g.ms), 0);
+      console.log(
+        [
+          r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.steal.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`, lag,
+          `${full.length}${full.length > 0 ? ` (${ms(longest)})` : ''}`, `${young.length} (${young.reduce((t, g) => t + g.ms, 0).toFixed(0)})`,
+        ].join(' | '),
+      );
     }
     console.log('');
     const ratio = rps(saturated) / rps(bareResult);
