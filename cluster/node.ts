@@ -139,27 +139,43 @@ export interface RunningNode {
 }
 
 /**
- * V8's allocation-site pretenuring is off in a node's process. V8 counts, at each young-generation
- * collection, how many objects of each allocation site (an object literal, an array, a parse) are
- * still alive, and from a site whose objects mostly are it allocates straight in the old
- * generation. Under a steady stream of requests the objects of a request in flight are all alive
- * at a collection that comes while it waits on the database, so sites of the request path were
- * pretenured (and reset by the next full collection, and pretenured again: hundreds of decisions a
- * minute, `node --trace-pretenuring-statistics`), and objects that die within milliseconds filled
- * the old generation, which a full collection, with its pause and its marking on both cores,
- * then had to clear. A pretenured object also keeps the young objects it points to alive until
- * that full collection. Switched off, what reaches the old generation in the open-loop row of
- * `npm run bench:api` at 1,700 requests/s fell from about 24 to 12.5 MB/s (what young collections
- * promote, from 14.5 to 6 MB/s; `node --trace-gc-nvp`, two runs each). A V8 flag is process-wide:
- * it also holds for the rule workers, which start later.
+ * Two V8 settings of a node's process: allocation-site pretenuring is off, and the old generation
+ * grows by a fixed factor between full collections.
+ *
+ * Pretenuring: V8 counts, at each young-generation collection, how many objects of each allocation
+ * site (an object literal, an array, a parse) are still alive, and from a site whose objects mostly
+ * are it allocates straight in the old generation. Under a steady stream of requests the objects of
+ * a request in flight are all alive at a collection that comes while it waits on the database, so
+ * sites of the request path were pretenured (and reset by the next full collection, and pretenured
+ * again: hundreds of decisions a minute, `node --trace-pretenuring-statistics`), and objects that
+ * die within milliseconds filled the old generation, which a full collection, with its pause and
+ * its marking on both cores, then had to clear. A pretenured object also keeps the young objects it
+ * points to alive until that full collection. Switched off, what reaches the old generation in the
+ * open-loop row of `npm run bench:api` at 1,700 requests/s fell from about 24 to 12.5 MB/s (what
+ * young collections promote, from 14.5 to 6 MB/s; `node --trace-gc-nvp`, two runs each).
+ *
+ * Growth: the old generation may grow to four times what a full collection left before the next one
+ * starts. V8 chooses that factor after each full collection from how fast the program allocated in
+ * the old generation against how fast it collected (`node --trace-gc-verbose`, "[HeapController]
+ * factor"): 4 while requests promote a lot, but when little was promoted for a while it fell to
+ * 2.5 and lower, and full collections then came every 1.5-3 s at a heap of 50-60 MB instead of every 10 s or more at about 150 MB. With
+ * the factor held at 4 (`--heap-growing-percent=300`), three interleaved runs each of the open-loop
+ * row of `npm run bench:api` at 0.3x bare had 1, 2 and 1 full collections in 15 s against 3, 3 and
+ * 2 (p99 16.7, 44.5 and 34.2 ms against 37.1, 42.9 and 25.8 ms), and at 0.25x bare 1, 1 and 2
+ * against 4, 5 and 1 (p99 24.4, 38.9 and 15.1 against 30.7, 54.3 and 21.1 ms). The live heap of a
+ * node is some 35 MB, so that is about 140 MB before a collection; `--max-old-space-size` still
+ * bounds it.
+ *
+ * V8 flags are process-wide: they also hold for the rule workers, which start later.
  */
-function keepRequestObjectsYoung(): void {
+function tuneGarbageCollector(): void {
   setFlagsFromString('--no-allocation-site-pretenuring');
+  setFlagsFromString('--heap-growing-percent=300');
 }
 
 /** Wires every part of a node together; the only place that knows them all. */
 export async function startNode(options: NodeOptions = {}): Promise<RunningNode> {
-  keepRequestObjectsYoung();
+  tuneGarbageCollector();
   const nodeId = options.nodeId ?? `${hostname()}-${uuid().slice(0, 8)}`;
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? 'info', base: { node: nodeId } });
   const clock = options.clock ?? systemClock;
