@@ -157,14 +157,14 @@ export interface RunningNode {
  * Growth: the old generation may grow to four times what a full collection left before the next one
  * starts. V8 chooses that factor after each full collection from how fast the program allocated in
  * the old generation against how fast it collected (`node --trace-gc-verbose`, "[HeapController]
- * factor"): 4 while requests promote a lot, but when little was promoted for a while it fell to
- * 2.5 and lower, and full collections then came every 1.5-3 s at a heap of 50-60 MB instead of every 10 s or more at about 150 MB. With
- * the factor held at 4 (`--heap-growing-percent=300`), three interleaved runs each of the open-loop
- * row of `npm run bench:api` at 0.3x bare had 1, 2 and 1 full collections in 15 s against 3, 3 and
- * 2 (p99 16.7, 44.5 and 34.2 ms against 37.1, 42.9 and 25.8 ms), and at 0.25x bare 1, 1 and 2
- * against 4, 5 and 1 (p99 24.4, 38.9 and 15.1 against 30.7, 54.3 and 21.1 ms). The live heap of a
- * node is some 35 MB, so that is about 140 MB before a collection; `--max-old-space-size` still
- * bounds it.
+ * factor"): 4 while requests promote a lot, but when little was promoted for a while it fell to 2.5
+ * and lower, and full collections then came every 1.5-3 s at a heap of 50-60 MB instead of every
+ * 10 s or more at about 150 MB. With the factor held at 4 (`--heap-growing-percent=300`), three
+ * interleaved runs each of the open-loop row of `npm run bench:api` at 0.3x bare had 1, 2 and 1
+ * full collections in 15 s against 3, 3 and 2 (p99 16.7, 44.5 and 34.2 ms against 37.1, 42.9 and
+ * 25.8 ms), and at 0.25x bare 1, 1 and 2 against 4, 5 and 1 (p99 24.4, 38.9 and 15.1 against 30.7,
+ * 54.3 and 21.1 ms). The live heap of a node is some 35 MB, so that is about 140 MB before a
+ * collection; `--max-old-space-size` still bounds it.
  *
  * V8 flags are process-wide: they also hold for the rule workers, which start later.
  */

@@ -33,7 +33,6 @@ const integrationIdTaken = (integration: string | undefined, id: string): AppErr
     { title: 'Conflict', details: 'integrationId already used for this integration in the account', source: { pointer: '/integrationId' } },
   ]);
 
-
 export interface AudienceAction {
   action: 'add' | 'remove';
   profileIntegrationId: string;

@@ -16,7 +16,6 @@ export interface UpdateLoyaltyCardBody {
   blockReason?: string;
 }
 
-
 /** The card with its profiles, and its own ledger and subledgers as of `now` (the spec's `cards` item). */
 async function cardView(db: Queryable, program: Record<string, unknown>, card: Record<string, unknown>, now: Date): Promise<Record<string, unknown>> {
   const profiles = await db.query<{ integration_id: string; created: Date | string }>(

@@ -163,7 +163,6 @@ const nameTaken = (name: string): AppError =>
     { title: 'Conflict', details: `loyalty program ${name} already exists in this account`, source: { pointer: '/name' } },
   ]);
 
-
 /** POST /v1/loyalty_programs (ext): admins only; the name is unique in the account (409). */
 export async function createLoyaltyProgram(ctx: ManagementContext, principal: Principal, body: LoyaltyProgramBody & { name: string; title: string }) {
   requireAdmin(principal);
