@@ -153,6 +153,8 @@ const BLOCK_BYTES = 1024 * 1024;
 /** Emptied blocks kept for reuse; past a lag's backlog the others are left to the garbage collector. */
 const SPARE_BLOCKS = 4;
 
+const newBlock = (size: number): Block => ({ bytes: Buffer.allocUnsafeSlow(size), used: 0, pending: 0 });
+
 /** An entry in the queue: its payloads as bytes in a block (request, then response), and how long they were when cut. */
 interface Queued {
   uuid: string;
@@ -180,7 +182,7 @@ export class AccessLogWriter implements AccessLogSink {
   private readonly maxQueuedBytes: number;
   private queuedBytes = 0;
   private readonly maxChars: number;
-  private block: Block = { bytes: Buffer.allocUnsafeSlow(BLOCK_BYTES), used: 0, pending: 0 };
+  private block: Block = newBlock(BLOCK_BYTES);
   private readonly spare: Block[] = [];
   private written = 0;
   private dropped = 0;
@@ -266,7 +268,7 @@ export class AccessLogWriter implements AccessLogSink {
     if (current.pending === 0) current.used = 0;
     if (current.bytes.length - current.used >= bytes) return current;
     // The current block is left to its queued entries; the last of them to go hands it back.
-    const next = bytes <= BLOCK_BYTES ? (this.spare.pop() ?? { bytes: Buffer.allocUnsafeSlow(BLOCK_BYTES), used: 0, pending: 0 }) : { bytes: Buffer.allocUnsafeSlow(bytes), used: 0, pending: 0 };
+    const next = bytes <= BLOCK_BYTES ? (this.spare.pop() ?? newBlock(BLOCK_BYTES)) : newBlock(bytes);
     this.block = next;
     return next;
   }
