@@ -19,6 +19,10 @@
 // lower concurrency, for both endpoints),
 // DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), EVAL_MODE (default auto),
 // DB_POOL_SIZE (default: the node's, 10).
+//
+// Per row it also prints what PostgreSQL wrote per request: WAL bytes (pg_current_wal_lsn) and
+// write transactions (transaction ids handed out, pg_current_snapshot), each one a commit that
+// waits for its WAL to reach the disk. Both count the whole server, so other work on it shows too.
 import { fork, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -278,6 +282,7 @@ async function main(): Promise<void> {
   let child: ChildProcess | undefined;
   let bare: http.Server | undefined;
   let node: Awaited<ReturnType<typeof startNode>> | undefined;
+  let statsDb: Awaited<ReturnType<typeof createPostgresDb>> | undefined;
   const dropSchema = async () => {
     const db = await createPostgresDb(databaseUrl, { maxConnections: 1 });
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => db.close());
@@ -337,6 +342,17 @@ async function main(): Promise<void> {
       );
     }
 
+    // Reads the server's WAL position and next transaction id (neither writes nor takes an id).
+    statsDb = await createPostgresDb(databaseUrl, { maxConnections: 1 });
+    const db = statsDb;
+    const pgSample = async (): Promise<PgSample> => {
+      const [row] = await db.query<{ wal: string; xid: string }>(
+        `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS wal, pg_snapshot_xmax(pg_current_snapshot())::text AS xid`,
+      );
+      return { wal: Number(row!.wal), xid: Number(row!.xid) };
+    };
+    const pgWrites = new Map<string, Promise<[PgSample, PgSample]>>();
+
     child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, BENCH_API_ROLE: 'load' }, execArgv: [], stdio: 'inherit' });
     const cpu = new Map<string, CpuUse>();
     // How long the server's event loop (this process) was late to run what was ready: requests wait
@@ -359,15 +375,18 @@ async function main(): Promise<void> {
     const load = (job: LoadJob) =>
       new Promise<LoadResult>((resolve, reject) => {
         let first: CpuSample | undefined;
+        let firstPg: Promise<PgSample> | undefined;
         let from = 0;
         const onMessage = (m: { phase?: 'start' | 'end'; result?: LoadResult }) => {
           if (m.phase === 'start') {
             first = cpuSample(child!.pid!);
+            firstPg = pgSample();
             from = performance.now();
             delay.reset();
             delay.enable();
           } else if (m.phase === 'end' && first) {
             cpu.set(job.target, cpuUse(first, cpuSample(child!.pid!)));
+            pgWrites.set(job.target, Promise.all([firstPg!, pgSample()]));
             gcUse.set(job.target, { from, to: performance.now() });
             delay.disable();
             loopDelay.set(job.target, { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 });
@@ -432,9 +451,9 @@ async function main(): Promise<void> {
     // CPU time per request does not depend much on what else runs on the machine; the shares do.
     console.log(`CPU during each window: % of one core (${availableParallelism()} cores = ${availableParallelism() * 100}%) and CPU ms per request (Linux /proc)`);
     console.log(
-      'target | server process | load generator | postgres | other processes | steal (taken by the hypervisor) | iowait | server event-loop delay p50 / p99 / max ms | server full collections: count (longest pause ms) | young collections: count (pauses in all ms)',
+      'target | server process | load generator | postgres | other processes | steal (taken by the hypervisor) | iowait | server event-loop delay p50 / p99 / max ms | server full collections: count (longest pause ms) | young collections: count (pauses in all ms) | PostgreSQL writes per request: WAL kB / transactions',
     );
-    console.log('---|---|---|---|---|---|---|---|---|---');
+    console.log('---|---|---|---|---|---|---|---|---|---|---');
     // Entries arrive a little after their collection: every one of the run is in by now.
     gcObserver.disconnect();
     for (const { result: r } of rows) {
@@ -448,10 +467,12 @@ async function main(): Promise<void> {
       const full = inRow.filter((g) => g.full);
       const young = inRow.filter((g) => !g.full);
       const longest = full.reduce((m, g) => Math.max(m, g.ms), 0);
+      const pg = await pgWrites.get(r.target);
+      const writes = pg && r.target.startsWith('Perkline') ? `${((pg[1].wal - pg[0].wal) / 1024 / r.requests).toFixed(2)} / ${((pg[1].xid - pg[0].xid) / r.requests).toFixed(3)}` : '';
       console.log(
         [
           r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.steal.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`, lag,
-          `${full.length}${full.length > 0 ? ` (${ms(longest)})` : ''}`, `${young.length} (${young.reduce((t, g) => t + g.ms, 0).toFixed(0)})`,
+          `${full.length}${full.length > 0 ? ` (${ms(longest)})` : ''}`, `${young.length} (${young.reduce((t, g) => t + g.ms, 0).toFixed(0)})`, writes,
         ].join(' | '),
       );
     }
@@ -483,6 +504,7 @@ async function main(): Promise<void> {
       await new Promise<void>((r) => bare!.close(() => r()));
     }
     await node?.stop();
+    await statsDb?.close();
     await dropSchema();
   }
 }
@@ -500,6 +522,12 @@ interface CpuSample {
   busy: number;
   steal: number;
   iowait: number;
+}
+
+/** The PostgreSQL server's WAL position (bytes) and next transaction id. */
+interface PgSample {
+  wal: number;
+  xid: number;
 }
 
 interface CpuUse {
