@@ -6,14 +6,15 @@
 // and so that `node --cpu-prof dist/bench/api.js` profiles the server only. Prints a table.
 //
 // Rows: the bare endpoint and Perkline at saturation (closed loop: each connection sends again on
-// its answer), the throughput ratio; then Perkline open loop at the throughput target (0.3x the
-// bare rate of this run, requests started on a fixed schedule over the same connections, latency
-// counted from when each request was due), for its latency at that load.
+// its answer), the throughput ratio; then both open loop at the throughput target (0.3x the bare
+// rate of this run, requests started on a fixed schedule over the same connections, latency
+// counted from when each request was due): Perkline's latency at that load, and the bare
+// endpoint's, what the client and the machine add on their own.
 //
 // Options (flag or environment): --seconds / BENCH_API_SECONDS (default 20), --warmup /
 // BENCH_API_WARMUP (default 3), --connections / BENCH_API_CONNECTIONS (default 64),
-// --rate-share / BENCH_API_RATE_SHARE (default 0.3; 0 leaves the open-loop row out),
-// --rate / BENCH_API_RATE (default 0: the open-loop row at that many requests per second instead,
+// --rate-share / BENCH_API_RATE_SHARE (default 0.3; 0 leaves the open-loop rows out),
+// --rate / BENCH_API_RATE (default 0: the open-loop rows at that many requests per second instead,
 // so that runs on a machine whose speed drifts compare at the same load),
 // --latency-connections / BENCH_API_LATENCY_CONNECTIONS (default 0: closed-loop rows at that
 // lower concurrency, for both endpoints),
@@ -419,11 +420,18 @@ async function main(): Promise<void> {
     /** The open-loop rate as a share of this run's bare rate, as the rows and the targets name it. */
     const shareOf = (rate: number) => (fixedRate ? `${(rate / rps(bareResult)).toFixed(2)}x bare, fixed` : `${rateShare}x bare`);
     rows.push({ result: bareResult });
+    const rate = rateShare > 0 ? fixedRate || Math.max(1, Math.round(rateShare * rps(bareResult))) : 0;
+    // The bare endpoint open loop at the same rate: the latency that the client, the machine and
+    // node:http add on their own, under the Perkline open-loop row's.
+    let bareOpen: LoadResult | undefined;
+    if (rate > 0) {
+      bareOpen = await load({ ...common, ...bareJob, connections, rate, target: `bare express, ${fmt(rate)}/s offered (open loop), ${connections} connections` });
+      rows.push({ result: bareOpen });
+    }
     const saturated = await load({ ...common, ...perkline, connections, target: `Perkline, ${connections} connections` });
     rows.push({ result: saturated, bare: bareResult });
     let open: LoadResult | undefined;
-    if (rateShare > 0) {
-      const rate = fixedRate || Math.max(1, Math.round(rateShare * rps(bareResult)));
+    if (rate > 0) {
       open = await load({ ...common, ...perkline, connections, rate, target: `Perkline, ${fmt(rate)}/s offered (${shareOf(rate)}, open loop), ${connections} connections` });
       rows.push({ result: open, bare: bareResult });
     }
@@ -487,7 +495,10 @@ async function main(): Promise<void> {
       const atTarget = !fixedRate || open.offered! >= 0.3 * rps(bareResult);
       const met = sustained && open.p99 < 25;
       const verdict = !atTarget ? `${met ? 'met' : 'missed'} below 0.3x bare, not the target` : met ? 'met' : sustained ? 'MISSED' : 'MISSED (rate not sustained)';
-      targets.push(`p99 < 25 ms at ${fmt(open.offered!)}/s (${shareOf(open.offered!)}): ${ms(open.p99)} ms, ${fmt(rps(open))}/s served ${verdict}`);
+      targets.push(
+        `p99 < 25 ms at ${fmt(open.offered!)}/s (${shareOf(open.offered!)}): ${ms(open.p99)} ms, ${fmt(rps(open))}/s served ${verdict}` +
+          (bareOpen ? ` (bare express at that rate: p99 ${ms(bareOpen.p99)} ms)` : ''),
+      );
     }
     if (lowRow) {
       // Both parts of the target in one closed-loop row at the lower concurrency.
