@@ -21,9 +21,10 @@
 // DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), EVAL_MODE (default auto),
 // DB_POOL_SIZE (default: the node's, 10).
 //
-// Per row it also prints what PostgreSQL wrote per request: WAL bytes (pg_current_wal_lsn) and
-// write transactions (transaction ids handed out, pg_current_snapshot), each one a commit that
-// waits for its WAL to reach the disk. Both count the whole server, so other work on it shows too.
+// Each Perkline row also shows what PostgreSQL wrote per request: WAL bytes (pg_current_wal_lsn)
+// and write transactions (transaction ids handed out, pg_current_snapshot), each one a commit
+// that waits for its WAL to reach the disk. Both count the whole server, so other work on it
+// shows too.
 import { fork, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
