@@ -353,13 +353,12 @@ async function main(): Promise<void> {
       );
       return { wal: Number(row!.wal), xid: Number(row!.xid) };
     };
-    const pgWrites = new Map<string, Promise<[PgSample, PgSample]>>();
 
     child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, BENCH_API_ROLE: 'load' }, execArgv: [], stdio: 'inherit' });
-    const cpu = new Map<string, CpuUse>();
+    /** What was measured over each row's window, by target. */
+    const windows = new Map<string, RowWindow>();
     // How long the server's event loop (this process) was late to run what was ready: requests wait
     // that long before any of their code runs.
-    const loopDelay = new Map<string, { p50: number; p99: number; max: number }>();
     const delay = monitorEventLoopDelay({ resolution: 1 });
     // The server's garbage collections (this process): a full one pauses every request in flight,
     // and the backlog it leaves is most of the open-loop row's tail on a small machine.
@@ -373,7 +372,6 @@ async function main(): Promise<void> {
       }
     });
     gcObserver.observe({ entryTypes: ['gc'] });
-    const gcUse = new Map<string, { from: number; to: number }>();
     const load = (job: LoadJob) =>
       new Promise<LoadResult>((resolve, reject) => {
         let first: CpuSample | undefined;
@@ -387,11 +385,11 @@ async function main(): Promise<void> {
             delay.reset();
             delay.enable();
           } else if (m.phase === 'end' && first) {
-            cpu.set(job.target, cpuUse(first, cpuSample(child!.pid!)));
-            pgWrites.set(job.target, Promise.all([firstPg!, pgSample()]));
-            gcUse.set(job.target, { from, to: performance.now() });
+            const cpu = cpuUse(first, cpuSample(child!.pid!));
+            const pg = Promise.all([firstPg!, pgSample()]);
+            const to = performance.now();
             delay.disable();
-            loopDelay.set(job.target, { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 });
+            windows.set(job.target, { from, to, cpu, pg, loopDelay: { p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 } });
           }
           else if (m.result) {
             child!.off('message', onMessage);
@@ -466,18 +464,19 @@ async function main(): Promise<void> {
     // Entries arrive a little after their collection: every one of the run is in by now.
     gcObserver.disconnect();
     for (const { result: r } of rows) {
-      const c = cpu.get(r.target);
-      if (!c) continue;
+      const w = windows.get(r.target);
+      if (!w) continue;
+      const c = w.cpu;
       const perRequest = (pct: number) => `${pct.toFixed(0)}% (${(((pct / 100) * 1000) / rps(r)).toFixed(3)} ms)`;
-      const d = loopDelay.get(r.target);
-      const lag = d && r.target.startsWith('Perkline') ? `${ms(d.p50)} / ${ms(d.p99)} / ${ms(d.max)}` : '';
-      const w = gcUse.get(r.target);
-      const inRow = w ? collections.filter((g) => g.at >= w.from && g.at <= w.to) : [];
+      const ofPerkline = r.target.startsWith('Perkline');
+      const d = w.loopDelay;
+      const lag = ofPerkline ? `${ms(d.p50)} / ${ms(d.p99)} / ${ms(d.max)}` : '';
+      const inRow = collections.filter((g) => g.at >= w.from && g.at <= w.to);
       const full = inRow.filter((g) => g.full);
       const young = inRow.filter((g) => !g.full);
       const longest = full.reduce((m, g) => Math.max(m, g.ms), 0);
-      const pg = await pgWrites.get(r.target);
-      const writes = pg && r.target.startsWith('Perkline') ? `${((pg[1].wal - pg[0].wal) / 1024 / r.requests).toFixed(2)} / ${((pg[1].xid - pg[0].xid) / r.requests).toFixed(3)}` : '';
+      const [pg0, pg1] = await w.pg;
+      const writes = ofPerkline ? `${((pg1.wal - pg0.wal) / 1024 / r.requests).toFixed(2)} / ${((pg1.xid - pg0.xid) / r.requests).toFixed(3)}` : '';
       console.log(
         [
           r.target, perRequest(c.server), perRequest(c.load), perRequest(c.postgres), `${c.other.toFixed(0)}%`, `${c.steal.toFixed(0)}%`, `${c.iowait.toFixed(0)}%`, lag,
@@ -540,6 +539,17 @@ interface CpuSample {
 interface PgSample {
   wal: number;
   xid: number;
+}
+
+/** A row's measured window (performance.now() ms) and what the server side measured over it. */
+interface RowWindow {
+  from: number;
+  to: number;
+  cpu: CpuUse;
+  /** PostgreSQL at the window's start and end. */
+  pg: Promise<[PgSample, PgSample]>;
+  /** The server's event-loop delay, ms. */
+  loopDelay: { p50: number; p99: number; max: number };
 }
 
 interface CpuUse {
