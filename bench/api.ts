@@ -543,8 +543,8 @@ async function main(): Promise<void> {
 /**
  * A CHECKPOINT, then how many WAL segments are ready for reuse ahead of the one being written.
  * PostgreSQL writes its WAL into segment files (16 MB); when the next one is not there, the commit
- * that needs it creates it and fills it with zeros, and every commit waits meanwhile (50-80 ms on
- * the development VM, where at 1,500 updates/s this came every 2-3 s). A server under steady load
+ * that needs it creates it and fills it with zeros, and every commit waits meanwhile (56-78 ms on
+ * the development VM, where at 1,232 updates/s this came every 2.8 s). A server under steady load
  * reuses the segments behind each checkpoint; one whose WAL was quiet before the bench (or that
  * kept few segments, `min_wal_size`) creates them. The checkpoint also writes out what earlier
  * work on the server left dirty, so that it is not flushed during these rows. It needs a superuser
