@@ -40,10 +40,12 @@ export function createEvaluator(options: EvaluatorOptions = {}): Evaluator {
   return {
     async evaluate(input) {
       const pooled = mode === 'pool' || (mode === 'auto' && estimateCost(input) >= threshold);
-      if (!pooled) return { ...evaluate(input), ranIn: 'inline' };
+      // ranIn before the spread: after it, Node 20's V8 makes a new hidden class for every result
+      // (see withPosition in integration/session-model.ts).
+      if (!pooled) return { ranIn: 'inline', ...evaluate(input) };
       const response = (await getPool().run({ version: 1, input } satisfies WorkerRequest)) as WorkerResponse;
       if (!response.ok) throw new Error(`rule worker failed: ${response.error.message}`);
-      return { ...response.result, ranIn: 'pool' };
+      return { ranIn: 'pool', ...response.result };
     },
     utilization: () => pool?.utilization ?? 0,
     close: async () => {
