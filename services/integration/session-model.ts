@@ -127,10 +127,11 @@ export function emptySession(applicationId: number, integrationId: string, now: 
  * hidden class of its own every time (`node --log-maps`: a new map for every cart item), allocated
  * straight in the old generation with its descriptors, and every access to a cart item missed its
  * inline cache. In the open loop of `npm run bench:api` at 3,500 updates/s, what went straight to
- * the old generation fell from 7.8-22 to 1.5-2.5 MB/s with this (and ranIn before the spread in
- * engine/pool.ts). A property before the spread (`{ position: 0, ...item }`) builds the object
- * along shared transitions instead; the key order differs (position first), which no reader
- * depends on. test/unit/hidden-classes.test.ts checks it.
+ * the old generation fell from 7.8-22 to 1.5-1.8 MB/s with this (and ranIn before the spread in
+ * engine/pool.ts), in runs that promoted little else (README, bench findings). A property before
+ * the spread (`{ position: 0, ...item }`) builds the object along shared transitions instead; the
+ * key order differs (position first), which no reader depends on.
+ * test/unit/hidden-classes.test.ts checks it.
  */
 function withPosition(item: Omit<CartItem, 'position'> & { position?: number }, position: number): CartItem {
   const out: CartItem = { position: 0, ...item };
