@@ -226,6 +226,9 @@ async function runLoad(job: LoadJob, mark: (phase: 'start' | 'end') => void): Pr
 // ---------------------------------------------------------------------------------------------
 // Server side (this process): the Perkline node and the bare express endpoint
 
+/** A whole number with thousands separators, as every figure of the tables is printed. */
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
 function option(flag: string, env: string, fallback: number, zeroAllowed = false): number {
   const i = process.argv.indexOf(`--${flag}`);
   const raw = i >= 0 ? process.argv[i + 1] : process.env[env];
@@ -408,7 +411,6 @@ async function main(): Promise<void> {
 
     const common = { warmupMs: warmup * 1000, durationMs: seconds * 1000 };
     const rps = (r: LoadResult) => r.requests / (r.elapsedMs / 1000);
-    const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
     const ms = (n: number) => n.toFixed(2);
     const low = latencyConnections > 0 && latencyConnections !== connections ? latencyConnections : 0;
     console.log(
@@ -434,7 +436,7 @@ async function main(): Promise<void> {
     }
     // Each Perkline row starts from a checkpoint, as on a server that has been taking writes for a
     // while: see prepareWal. What it left ready and what the row wrote, by row.
-    const walByRow: Array<{ target: string; wal: Awaited<ReturnType<typeof prepareWal>>; written: number }> = [];
+    const walByRow: RowWal[] = [];
     const perklineRow = async (job: Omit<LoadJob, 'url' | 'authorization'>): Promise<LoadResult> => {
       const wal = await prepareWal(db);
       const from = await pgSample();
@@ -536,9 +538,19 @@ async function main(): Promise<void> {
   }
 }
 
-/** What the checkpoint before a Perkline row left ready, and what the row (with its warm-up) wrote. */
-function walLine({ target, wal, written }: { target: string; wal: Awaited<ReturnType<typeof prepareWal>>; written: number }): string {
-  const mb = (bytes: number) => Math.round(bytes / 2 ** 20).toLocaleString('en-US');
+/** What prepareWal found: segments ready for reuse, their count not known (why), or no checkpoint (why). */
+type WalReady = { ready: number; segmentBytes: number } | { unknown: string } | string;
+
+/** A Perkline row's checkpoint and the WAL bytes the row (with its warm-up) wrote. */
+interface RowWal {
+  target: string;
+  wal: WalReady;
+  written: number;
+}
+
+/** What the checkpoint before a Perkline row left ready, and what the row wrote. */
+function walLine({ target, wal, written }: RowWal): string {
+  const mb = (bytes: number) => fmt(bytes / 2 ** 20);
   if (typeof wal === 'string') return `${target}: no checkpoint before it (${wal}), wrote ${mb(written)} MB`;
   if ('unknown' in wal) return `${target}: a CHECKPOINT before it, segments ready for reuse not known (${wal.unknown}), wrote ${mb(written)} MB`;
   const created = Math.ceil(written / wal.segmentBytes) - wal.ready;
@@ -564,7 +576,7 @@ function walLine({ target, wal, written }: { target: string; wal: Awaited<Return
  * 43 segments; the first row used about 32 of them and the open loop ran out after a few seconds:
  * 12 segments were created while it ran, and its p99 was 109 ms. With a checkpoint before it, 51 ms.
  */
-async function prepareWal(db: Queryable): Promise<{ ready: number; segmentBytes: number } | { unknown: string } | string> {
+async function prepareWal(db: Queryable): Promise<WalReady> {
   try {
     await db.exec('CHECKPOINT');
   } catch (e) {
