@@ -25,17 +25,25 @@
 // steady load instead of creating them while the row runs (see prepareWal); a line after the
 // tables says, by row, how that went.
 //
+// A disk probe (a worker thread writing 8 kB and calling fdatasync every 20 ms, in a file of
+// --disk-probe / BENCH_API_DISK_PROBE, default the system's temporary directory; `off` leaves it
+// out) reports by row how long one flush took: a commit waits for such a flush of the WAL, and on
+// a VM's disk single flushes stall for 50-500 ms at times whatever else runs (see the README). It
+// adds about 50 flushes of 8 kB a second to the disk's load.
+//
 // Each Perkline row also shows what PostgreSQL wrote per request: WAL bytes (pg_current_wal_lsn)
 // and write transactions (transaction ids handed out, pg_current_snapshot), each one a commit
 // that waits for its WAL to reach the disk. Both count the whole server, so other work on it
 // shows too.
 import { fork, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import type { Queryable } from '../services/store/index.js';
 
 interface LoadJob {
@@ -280,6 +288,8 @@ async function main(): Promise<void> {
   const fixedRate = Math.round(option('rate', 'BENCH_API_RATE', 0, true));
   // Optional pair of closed-loop rows at low concurrency (0, the default, leaves them out).
   const latencyConnections = Math.round(option('latency-connections', 'BENCH_API_LATENCY_CONNECTIONS', 0, true));
+  const probeFlag = process.argv.indexOf('--disk-probe');
+  const probeDir = (probeFlag >= 0 ? process.argv[probeFlag + 1] : process.env.BENCH_API_DISK_PROBE) || tmpdir();
   const databaseUrl = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
   const evalMode = (process.env.EVAL_MODE || 'auto') as 'inline' | 'pool' | 'auto';
   const schema = `bench_api_${process.pid}_${Date.now().toString(36)}`;
@@ -293,6 +303,7 @@ async function main(): Promise<void> {
   let bare: http.Server | undefined;
   let node: Awaited<ReturnType<typeof startNode>> | undefined;
   let statsDb: Awaited<ReturnType<typeof createPostgresDb>> | undefined;
+  let probe: DiskProbe | undefined;
   const dropSchema = async () => {
     const db = await createPostgresDb(databaseUrl, { maxConnections: 1 });
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => db.close());
@@ -362,6 +373,7 @@ async function main(): Promise<void> {
       return { wal: Number(row!.wal), xid: Number(row!.xid) };
     };
 
+    if (probeDir !== 'off') probe = new DiskProbe(probeDir, await walDevice(db));
     child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, BENCH_API_ROLE: 'load' }, execArgv: [], stdio: 'inherit' });
     /** What was measured over each row's window, by target. */
     const windows = new Map<string, RowWindow>();
@@ -524,6 +536,15 @@ async function main(): Promise<void> {
       targets.push(`throughput >= 0.30x bare with p99 < 25 ms, closed loop at ${low} connections: ${lowRatio.toFixed(2)}x, p99 ${ms(lowRow.result.p99)} ms ${met ? 'met' : 'MISSED'}`);
     }
     console.log(`PostgreSQL WAL: ${walByRow.map(walLine).join('; ')}`);
+    if (probe) {
+      const flushes = await probe.stop().catch((e: Error) => e.message);
+      const byRow = rows.flatMap(({ result: r }) => {
+        const w = windows.get(r.target);
+        if (!w || typeof flushes === 'string') return [];
+        return [`${r.target}: ${flushLine(flushes.filter(([at]) => at >= performance.timeOrigin + w.from && at <= performance.timeOrigin + w.to))}`];
+      });
+      console.log(typeof flushes === 'string' ? `Disk: the probe failed (${flushes})` : `Disk (${probe.describe()}): ${byRow.join('; ')}`);
+    }
     console.log(`Targets: ${targets.join('; ')}`);
   } finally {
     child?.removeAllListeners('exit');
@@ -532,6 +553,7 @@ async function main(): Promise<void> {
       bare.closeAllConnections();
       await new Promise<void>((r) => bare!.close(() => r()));
     }
+    await probe?.stop().catch(() => undefined);
     await node?.stop();
     await statsDb?.close();
     await dropSchema();
@@ -592,6 +614,100 @@ async function prepareWal(db: Queryable): Promise<WalReady> {
   } catch (e) {
     return { unknown: (e as Error).message };
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The disk probe: how long one small write and its flush took while the rows ran, as a commit's
+// flush of the WAL does. It runs in a thread of its own, so that this process's event loop and
+// collections are not in what it measures.
+
+/** One flush of the probe: when it started (ms since the epoch) and how long it took (ms). */
+type Flush = [at: number, ms: number];
+
+// The probe's thread (CommonJS, evaluated): 8 kB written round the first MiB of its file and
+// flushed (fdatasync) every 20 ms, until told to stop; then it sends what it measured.
+const PROBE_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const fs = require('node:fs');
+const fd = fs.openSync(workerData.file, 'w');
+const page = Buffer.alloc(8192, 1);
+fs.writeSync(fd, Buffer.alloc(1 << 20));
+fs.fdatasyncSync(fd);
+const flushes = [];
+let offset = 0;
+let stop = false;
+parentPort.once('message', () => { stop = true; });
+const tick = () => {
+  if (stop) {
+    fs.closeSync(fd);
+    parentPort.postMessage(flushes);
+    return;
+  }
+  const start = performance.now();
+  fs.writeSync(fd, page, 0, page.length, offset);
+  fs.fdatasyncSync(fd);
+  flushes.push([performance.timeOrigin + start, performance.now() - start]);
+  offset = (offset + page.length) % (1 << 20);
+  setTimeout(tick, 20);
+};
+tick();
+`;
+
+class DiskProbe {
+  private readonly folder: string;
+  private readonly worker: Worker;
+  private result: Promise<Flush[]> | undefined;
+  private error: Error | undefined;
+
+  /** `wal`: the device of PostgreSQL's WAL, or why it is not known. */
+  constructor(
+    readonly dir: string,
+    private readonly wal: { dev: number } | string,
+  ) {
+    this.folder = mkdtempSync(join(dir, 'perkline-bench-disk-'));
+    this.worker = new Worker(PROBE_THREAD, { eval: true, workerData: { file: join(this.folder, 'probe') } });
+    this.worker.on('error', (e) => (this.error = e));
+  }
+
+  /** Where it writes, and whether that is where PostgreSQL writes its WAL. */
+  describe(): string {
+    const where = typeof this.wal === 'string' ? `the device of PostgreSQL's WAL not known: ${this.wal}` : statSync(this.dir).dev === this.wal.dev ? "the device of PostgreSQL's WAL" : "not the device of PostgreSQL's WAL";
+    return `8 kB written and flushed every 20 ms in ${this.dir}, ${where}; the time of one flush`;
+  }
+
+  /** Stops it (once) and gives every flush it timed; its file is removed. */
+  stop(): Promise<Flush[]> {
+    this.result ??= new Promise<Flush[]>((resolve, reject) => {
+      if (this.error) return reject(this.error);
+      this.worker.once('message', resolve);
+      this.worker.once('exit', () => reject(this.error ?? new Error('it stopped before sending its flushes')));
+      this.worker.postMessage('stop');
+    }).finally(() => {
+      void this.worker.terminate();
+      rmSync(this.folder, { recursive: true, force: true });
+    });
+    return this.result;
+  }
+}
+
+/** The device of PostgreSQL's WAL (its data directory's pg_wal), when it runs on this host. */
+async function walDevice(db: Queryable): Promise<{ dev: number } | string> {
+  try {
+    // data_directory needs a superuser or the pg_read_all_settings role.
+    const [row] = await db.query<{ dir: string }>(`SELECT current_setting('data_directory') AS dir`);
+    return { dev: statSync(join(row!.dir, 'pg_wal')).dev };
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+/** One row's flushes: median, p99 and longest, and how many took over 20 and 50 ms. */
+function flushLine(flushes: Flush[]): string {
+  if (flushes.length === 0) return 'no flush timed';
+  const ms = flushes.map(([, d]) => d).sort((a, b) => a - b);
+  const at = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!.toFixed(1);
+  const over = (limit: number) => ms.filter((d) => d > limit).length;
+  return `p50 ${at(0.5)}, p99 ${at(0.99)}, max ${ms[ms.length - 1]!.toFixed(1)} ms of ${fmt(ms.length)}, ${over(20)} over 20 ms, ${over(50)} over 50 ms`;
 }
 
 // ---------------------------------------------------------------------------------------------
