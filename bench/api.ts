@@ -308,10 +308,10 @@ async function main(): Promise<void> {
     const db = await createPostgresDb(databaseUrl, { maxConnections: 1 });
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => db.close());
   };
-  // Ctrl-C: still leave no schema behind.
+  // Ctrl-C: still leave no schema (and no probe file) behind.
   process.once('SIGINT', () => {
     child?.kill();
-    void dropSchema().finally(() => process.exit(130));
+    void Promise.all([dropSchema(), probe?.stop().catch(() => undefined)]).finally(() => process.exit(130));
   });
   try {
     // The bare endpoint: same path and body as the Perkline call, JSON parsed, a small JSON back.
@@ -671,7 +671,10 @@ class DiskProbe {
 
   /** Where it writes, and whether that is where PostgreSQL writes its WAL. */
   describe(): string {
-    const where = typeof this.wal === 'string' ? `the device of PostgreSQL's WAL not known: ${this.wal}` : statSync(this.dir).dev === this.wal.dev ? "the device of PostgreSQL's WAL" : "not the device of PostgreSQL's WAL";
+    const where =
+      typeof this.wal === 'string'
+        ? `the device of PostgreSQL's WAL not known: ${this.wal}`
+        : `${statSync(this.dir).dev === this.wal.dev ? '' : 'not '}the device of PostgreSQL's WAL`;
     return `8 kB written and flushed every 20 ms in ${this.dir}, ${where}; the time of one flush`;
   }
 
@@ -707,7 +710,7 @@ function flushLine(flushes: Flush[]): string {
   const ms = flushes.map(([, d]) => d).sort((a, b) => a - b);
   const at = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!.toFixed(1);
   const over = (limit: number) => ms.filter((d) => d > limit).length;
-  return `p50 ${at(0.5)}, p99 ${at(0.99)}, max ${ms[ms.length - 1]!.toFixed(1)} ms of ${fmt(ms.length)}, ${over(20)} over 20 ms, ${over(50)} over 50 ms`;
+  return `${fmt(ms.length)} flushes, p50 ${at(0.5)}, p99 ${at(0.99)}, max ${ms[ms.length - 1]!.toFixed(1)} ms, ${over(20)} over 20 ms, ${over(50)} over 50 ms`;
 }
 
 // ---------------------------------------------------------------------------------------------
