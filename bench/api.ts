@@ -81,6 +81,11 @@ interface LoadResult {
 // ---------------------------------------------------------------------------------------------
 // Load generator (child process)
 
+/** The value at quantile `p` (0-1) of numbers sorted in ascending order (NaN when there are none). */
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+}
+
 const CATEGORIES = ['shoes', 'hats', 'socks', 'bags', 'shirts'];
 
 /** A 5-line cart; `step` changes quantities so that every update differs from the last. */
@@ -214,7 +219,7 @@ async function runLoad(job: LoadJob, mark: (phase: 'start' | 'end') => void): Pr
   agent.destroy();
 
   latencies.sort((a, b) => a - b);
-  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
+  const at = (p: number) => percentile(latencies, p);
   return {
     target: job.target,
     requests: latencies.length,
@@ -237,9 +242,14 @@ async function runLoad(job: LoadJob, mark: (phase: 'start' | 'end') => void): Pr
 /** A whole number with thousands separators, as every figure of the tables is printed. */
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
-function option(flag: string, env: string, fallback: number, zeroAllowed = false): number {
+/** An option as given: `--flag value` on the command line, else the environment variable. */
+function rawOption(flag: string, env: string): string | undefined {
   const i = process.argv.indexOf(`--${flag}`);
-  const raw = i >= 0 ? process.argv[i + 1] : process.env[env];
+  return i >= 0 ? process.argv[i + 1] : process.env[env];
+}
+
+function option(flag: string, env: string, fallback: number, zeroAllowed = false): number {
+  const raw = rawOption(flag, env);
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0 || (n === 0 && !zeroAllowed)) throw new Error(`--${flag} / ${env} must be a positive number, got ${JSON.stringify(raw)}`);
@@ -288,8 +298,7 @@ async function main(): Promise<void> {
   const fixedRate = Math.round(option('rate', 'BENCH_API_RATE', 0, true));
   // Optional pair of closed-loop rows at low concurrency (0, the default, leaves them out).
   const latencyConnections = Math.round(option('latency-connections', 'BENCH_API_LATENCY_CONNECTIONS', 0, true));
-  const probeFlag = process.argv.indexOf('--disk-probe');
-  const probeDir = (probeFlag >= 0 ? process.argv[probeFlag + 1] : process.env.BENCH_API_DISK_PROBE) || tmpdir();
+  const probeDir = rawOption('disk-probe', 'BENCH_API_DISK_PROBE') || tmpdir();
   const databaseUrl = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
   const evalMode = (process.env.EVAL_MODE || 'auto') as 'inline' | 'pool' | 'auto';
   const schema = `bench_api_${process.pid}_${Date.now().toString(36)}`;
@@ -708,7 +717,7 @@ async function walDevice(db: Queryable): Promise<{ dev: number } | string> {
 function flushLine(flushes: Flush[]): string {
   if (flushes.length === 0) return 'no flush timed';
   const ms = flushes.map(([, d]) => d).sort((a, b) => a - b);
-  const at = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!.toFixed(1);
+  const at = (p: number) => percentile(ms, p).toFixed(1);
   const over = (limit: number) => ms.filter((d) => d > limit).length;
   return `${fmt(ms.length)} flushes, p50 ${at(0.5)}, p99 ${at(0.99)}, max ${ms[ms.length - 1]!.toFixed(1)} ms, ${over(20)} over 20 ms, ${over(50)} over 50 ms`;
 }
