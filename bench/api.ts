@@ -317,11 +317,18 @@ async function main(): Promise<void> {
     const db = await createPostgresDb(databaseUrl, { maxConnections: 1 });
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => db.close());
   };
-  // Ctrl-C: still leave no schema (and no probe file) behind.
-  process.once('SIGINT', () => {
+  // Ctrl-C, kill or a closed terminal: still leave no schema (and no probe file) behind. The load
+  // generator, stopped with this process, is then no error of the run.
+  let interrupted = false;
+  const interrupt = (code: number) => () => {
+    if (interrupted) return;
+    interrupted = true;
     child?.kill();
-    void Promise.all([dropSchema(), probe?.stop().catch(() => undefined)]).finally(() => process.exit(130));
-  });
+    void Promise.all([dropSchema(), probe?.stop().catch(() => undefined)]).finally(() => process.exit(code));
+  };
+  process.once('SIGINT', interrupt(130));
+  process.once('SIGTERM', interrupt(143));
+  process.once('SIGHUP', interrupt(129));
   try {
     // The bare endpoint: same path and body as the Perkline call, JSON parsed, a small JSON back.
     const app = express();
@@ -426,7 +433,9 @@ async function main(): Promise<void> {
           }
         };
         child!.on('message', onMessage);
-        child!.once('exit', (code) => reject(new Error(`load generator exited with ${code}`)));
+        child!.once('exit', (code, signal) => {
+          if (!interrupted) reject(new Error(`load generator exited with ${code ?? signal}`));
+        });
         child!.send(job);
       });
 
