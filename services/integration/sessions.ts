@@ -464,8 +464,9 @@ export class SessionService extends IntegrationService {
    * With `assumeNew`, a session that no cache holds is first tried as a new one, without reading
    * it: a new session then costs one statement, its insert. Should it exist after all (a node that
    * just took over its shard, a cache that dropped it), the insert writes nothing and is stale, and
-   * the attempt runs again on what is stored. Nothing else of an update depends on the guess: every
-   * state a session may move to from a stored state, it may move to from `open`.
+   * the attempt runs again on what is stored. An attempt on the guess that fails otherwise (a
+   * refused transition, say `partially_returned`, which names the state it leaves) fails only once
+   * the session is known not to exist; else it runs again on what is stored.
    */
   private async withRetries(
     app: AppRef,
@@ -481,7 +482,10 @@ export class SessionService extends IntegrationService {
       try {
         return await attempt(current);
       } catch (e) {
-        if (!(e instanceof StaleSessionError || e instanceof CommitRaceError)) throw e;
+        if (!(e instanceof StaleSessionError || e instanceof CommitRaceError)) {
+          if (guess && n === 0 && (await loadSession(this.db, app.applicationId, sessionId)) !== undefined) continue;
+          throw e;
+        }
         if (n >= MAX_RETRIES) throw tooManyConcurrent('session');
         this.logger.debug('session commit raced, retrying', { session: sessionId, attempt: n, reason: e.message });
         if (e instanceof CommitRaceError) await new Promise((r) => setTimeout(r, Math.random() * 5 * (n + 1)));

@@ -208,6 +208,22 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     expect((await returnItems(other, 'ret-3', [{ position: 0 }])).response.status).toBe(404);
   });
 
+  it('refuses to move a partially returned session back to open or closed, naming the transition', async () => {
+    const { s } = await closedShop('ret-tr');
+    unwrap(await returnItems(s, 'ret-tr', [{ position: 0 }]));
+    for (const state of ['open', 'closed', 'partially_returned']) {
+      const r = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'ret-tr' } },
+        body: { customerSession: { state } as never },
+      });
+      expect(r.response.status, state).toBe(400);
+      expect(r.error, state).toMatchObject({ errors: [{ title: 'InvalidSessionStateTransition', source: { pointer: '/customerSession/state' } }] });
+      expect(r.error?.message, state).toContain(`partially_returned to ${state}`);
+    }
+    const stored = unwrap(await s.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'ret-tr' } } }));
+    expect(stored.customerSession).toMatchObject({ state: 'partially_returned', total: 40 });
+  });
+
   it('changes nothing on a dry return', async () => {
     const { s, couponId } = await closedShop('ret-4');
     const r = unwrap(await returnItems(s, 'ret-4', [{ position: 0 }], {}, { dry: true }));
