@@ -299,8 +299,12 @@ const COUNTED: Record<string, string> = {
   referralCreated: 'createReferral',
 };
 
+/**
+ * A limit per profile, of the campaign or of one coupon (whose own limits are per profile), is
+ * ProfileLimitReached; other limits of a coupon, its own; of the campaign, CampaignLimitReached.
+ */
 const limitReason = (l: LimitFact, kind: 'Coupon' | 'Referral' | 'Effect'): string =>
-  l.couponValue !== undefined ? (kind === 'Referral' ? 'ReferralLimitReached' : 'CouponLimitReached') : l.perProfile ? 'ProfileLimitReached' : 'CampaignLimitReached';
+  l.perProfile ? 'ProfileLimitReached' : l.couponValue !== undefined ? (kind === 'Referral' ? 'ReferralLimitReached' : 'CouponLimitReached') : 'CampaignLimitReached';
 
 const profileOf = (input: EvaluationInput): string => String((input.session as { ProfileId?: unknown }).ProfileId ?? '');
 

@@ -185,6 +185,33 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect(periods).toEqual([{ period: today }]);
   });
 
+  it('holds a daily campaign limit and a per-profile coupon limit', async () => {
+    const s = await shop();
+    const daily = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'd', 1]])], {
+      limits: [{ action: 'redeemCoupon', limit: 1, period: 'daily' }],
+    });
+    const dailyCoupon = await insertCoupon(db(), s.applicationId, daily, { value: 'DAILYC' });
+    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'ONEEACH', limits: [{ action: 'redeemCoupon', limit: 1, entities: ['Profile'] }] });
+    const closeWith = async (id: string, code: string, profileId: string) => {
+      await put(s, id, cart([20], { profileId, couponCodes: [code] }));
+      return effectSummary((await put(s, id, { state: 'closed' })).effects);
+    };
+    expect(await closeWith('dl-1', 'DAILYC', 'alice')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await closeWith('dl-2', 'DAILYC', 'bob')).toEqual(['rejectCoupon:CampaignLimitReached']);
+    const today = new Intl.DateTimeFormat('en-CA', { timeZone: 'Europe/Berlin' }).format(new Date());
+    expect(await db().query(`SELECT period, counter::int AS counter FROM limit_counters WHERE campaign_id = $1 AND coupon_id = 0`, [daily])).toEqual([
+      { period: today, counter: 1 },
+    ]);
+    // Yesterday's count does not hold today's: only the counter of the current day does.
+    await db().query(`UPDATE limit_counters SET period = '2000-01-01' WHERE campaign_id = $1`, [daily]);
+    expect(await closeWith('dl-3', 'DAILYC', 'bob')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await couponCounters(db(), dailyCoupon)).toMatchObject({ usageCounter: 2 });
+
+    expect(await closeWith('pe-1', 'ONEEACH', 'alice')).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(await closeWith('pe-2', 'ONEEACH', 'alice')).toEqual(['rejectCoupon:ProfileLimitReached']);
+    expect(await closeWith('pe-3', 'ONEEACH', 'bob')).toEqual(['acceptCoupon', 'setDiscount']);
+  });
+
   it('caps discounts at what remains of the coupon discount limit', async () => {
     const s = await shop();
     const id = await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'CAP15', discountLimit: 15 });

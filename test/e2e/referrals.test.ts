@@ -131,6 +131,25 @@ describe.skipIf(!postgresUp)('referrals', () => {
     expect(effectSummary((await put(s, 'why-gina', cart([20], { profileId: 'gina', referralCode: forGina }))).effects)).toEqual(['acceptReferral', 'setDiscount']);
   });
 
+  it('holds a campaign limit on referral redemptions, counted on close', async () => {
+    const s = await shop();
+    const limited = await addCampaign(t.admin, s.applicationId, [rule(['referralValid'], [['setDiscount', 'once', 3]])], {
+      limits: [{ action: 'redeemReferral', limit: 1 }],
+    });
+    const first = await refer(s, { campaignId: limited, advocateProfileIntegrationId: 'ada' });
+    const second = await refer(s, { campaignId: limited, advocateProfileIntegrationId: 'bea' });
+    // Open sessions hold nothing: both may show the referral as accepted until one closes.
+    expect(effectSummary((await put(s, 'cl-1', cart([20], { profileId: 'fred', referralCode: first.code }))).effects)).toEqual(['acceptReferral', 'setDiscount']);
+    expect(effectSummary((await put(s, 'cl-2', cart([20], { profileId: 'gus', referralCode: second.code }))).effects)).toEqual(['acceptReferral', 'setDiscount']);
+    expect(effectSummary((await put(s, 'cl-1', { state: 'closed' })).effects)).toEqual(['acceptReferral', 'setDiscount']);
+    expect(effectSummary((await put(s, 'cl-2', { state: 'closed' })).effects)).toEqual(['rejectReferral:CampaignLimitReached']);
+    expect(await db().query(`SELECT usage_counter FROM referrals WHERE id = ANY($1::bigint[]) ORDER BY id`, [[first.id, second.id]])).toEqual([
+      { usage_counter: 1 },
+      { usage_counter: 0 },
+    ]);
+    expect(await campaignStats(t.admin, s.applicationId, limited)).toMatchObject({ referralRedemptionCount: 1 });
+  });
+
   it('rejects the referral of an exclusive campaign that lost', async () => {
     const s = await shop({ application: { campaignPriority: 'exclusive', exclusiveCampaignsStrategy: 'highestDiscount' } });
     await addCampaign(t.admin, s.applicationId, [rule(true, [['setDiscount', 'big', 30]])]);

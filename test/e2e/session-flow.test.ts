@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../../sdk/index.js';
-import { cart, newCampaign } from '../helpers/fixtures.js';
+import { cart } from '../helpers/fixtures.js';
+import { addCampaign, rule } from '../helpers/promotions.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { postgresUp } from '../helpers/services.js';
 
@@ -116,21 +117,8 @@ describe.each(adapters)('customer session flow (%s)', (adapter) => {
   });
 
   /** A second campaign of the shop: its one rule always gives `name` 5 off. */
-  const fiveOff = async (s: ShopSetup, name: string, campaign: Record<string, unknown>): Promise<number> => {
-    const c = unwrap(
-      await t.admin.POST('/v1/applications/{applicationId}/campaigns', {
-        params: { path: { applicationId: s.applicationId } },
-        body: newCampaign({ name, ...campaign }) as never,
-      }),
-    );
-    unwrap(
-      await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/rulesets', {
-        params: { path: { applicationId: s.applicationId, campaignId: c.id } },
-        body: { rules: [{ title: name, condition: true, effects: [['setDiscount', name, 5]] }], bindings: [], activate: true } as never,
-      }),
-    );
-    return c.id;
-  };
+  const fiveOff = (s: ShopSetup, name: string, campaign: Record<string, unknown>): Promise<number> =>
+    addCampaign(t.admin, s.applicationId, [rule(true, [['setDiscount', name, 5]], name)], { name, ...campaign });
   const putSession = (s: ShopSetup, id: string, customerSession: Record<string, unknown>, query: Record<string, unknown> = {}) =>
     s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
       params: { path: { customerSessionId: id }, query: query as never },
