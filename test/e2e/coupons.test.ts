@@ -103,6 +103,13 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     expect((await send('u-2', 30)).data!.customerSession!.updateCount).toBe(2);
     const tooLong = await send('k'.repeat(256), 30);
     expect(tooLong.response.status).toBe(400);
+    // A key is kept 24 hours: older, it is free for a new request, which it then replays.
+    await db().query(`UPDATE idempotency_keys SET created = now() - interval '25 hours' WHERE application_id = $1 AND key = 'u-1'`, [s.applicationId]);
+    const later = await send('u-1', 40);
+    expect(later.response.status).toBe(200);
+    expect(later.data!.customerSession).toMatchObject({ updateCount: 3, total: 40 });
+    expect((await send('u-1', 40)).data).toEqual(later.data);
+    expect((await send('u-1', 20)).response.status).toBe(409);
   });
 
   it('rejects coupons with each reason the stored coupon and campaign give', async () => {
@@ -117,8 +124,32 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     await insertCoupon(db(), s.applicationId, disabled, { value: 'OFF1' });
     await insertCoupon(db(), s.applicationId, strict, { value: 'BIG1' });
     await insertCoupon(db(), s.applicationId, failing, { value: 'FAIL' });
-    await insertCoupon(db(), s.applicationId, s.campaignId, { value: 'NOEND', expiryDate: '0001-01-01T00:00:00Z' });
+    // Made through the Management API, which reads an expiry of year 1 (Go's zero time) as none.
+    const noEnd = unwrap(
+      await t.admin.POST('/v1/applications/{applicationId}/campaigns/{campaignId}/coupons', {
+        params: { path: { applicationId: s.applicationId, campaignId: s.campaignId } },
+        body: { usageLimit: 0, validCharacters: ['N'], couponPattern: 'NOEND-#', numberOfCoupons: 1, expiryDate: '0001-01-01T00:00:00Z' } as never,
+      }),
+    ) as unknown as { data: Array<{ value: string; expiryDate?: string | null }> };
+    expect(noEnd.data[0]).toMatchObject({ value: 'NOEND-N' });
+    expect(noEnd.data[0]!.expiryDate ?? null).toBeNull();
+    // Campaigns that are not running: ended, not started yet, archived.
+    const ended = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'e', 1]])], { startTime: hoursFromNow(-48), endTime: hoursFromNow(-1) });
+    const later = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'l', 1]])], { startTime: hoursFromNow(24) });
+    const archived = await addCampaign(t.admin, s.applicationId, [rule(['couponValid'], [['setDiscount', 'a', 1]])], { state: 'disabled' });
+    await insertCoupon(db(), s.applicationId, ended, { value: 'ENDED' });
+    await insertCoupon(db(), s.applicationId, later, { value: 'LATER' });
+    await insertCoupon(db(), s.applicationId, archived, { value: 'ARCH' });
+    unwrap(
+      await t.admin.PUT('/v1/applications/{applicationId}/campaigns/{campaignId}', {
+        params: { path: { applicationId: s.applicationId, campaignId: archived } },
+        body: { name: 'archived', state: 'archived' } as never,
+      }),
+    );
     const cases: Array<[string, string]> = [
+      ['ENDED', 'rejectCoupon:CouponPartOfNotRunningCampaign'],
+      ['LATER', 'rejectCoupon:CouponPartOfNotRunningCampaign'],
+      ['ARCH', 'rejectCoupon:CouponPartOfNotRunningCampaign'],
       ['NOPE', 'rejectCoupon:CouponNotFound'],
       ['OLD1', 'rejectCoupon:CouponExpired'],
       ['SOON', 'rejectCoupon:CouponStartDateInFuture'],
@@ -135,6 +166,7 @@ describe.skipIf(!postgresUp)('coupons in sessions', () => {
     }
     // The recipient may use it; a coupon whose expiry is zero or negative never expires.
     expect(effectSummary((await put(s, 'reasons-bob', cart([20], { profileId: 'bob', couponCodes: ['BOBS'] }))).effects)).toEqual(['acceptCoupon', 'setDiscount']);
+    expect(effectSummary((await put(s, 'reasons-noend', cart([20], { profileId: 'alice', couponCodes: ['NOEND-N'] }))).effects)).toEqual(['acceptCoupon', 'setDiscount']);
   });
 
   it('rejects the coupon of an exclusive campaign that lost', async () => {

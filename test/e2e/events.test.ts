@@ -225,6 +225,10 @@ describe.skipIf(!postgresUp)('custom events (v2)', () => {
     const again = unwrap(await track(shop, rated('kim', { responseContent: ['event'] }), {}, headers));
     expect(again).toEqual(first);
     expect(await eventRows('kim')).toHaveLength(1);
+    const other = await track(shop, rated('kim', { responseContent: ['event'], attributes: { stars: 1 } }), {}, headers);
+    expect(other.response.status).toBe(409);
+    expect(other.error).toMatchObject({ StatusCode: 409, errors: [{ title: 'IdempotencyKeyReused', source: { pointer: '/headers/idempotency-key' } }] });
+    expect(await eventRows('kim')).toHaveLength(1);
   });
 
   it("refuses a fourth event while three hold the profile's actor", async () => {
