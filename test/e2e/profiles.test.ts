@@ -3,6 +3,7 @@ import { createIntegrationClient, unwrap } from '../../sdk/index.js';
 import { cart } from '../helpers/fixtures.js';
 import { setupShop, startTestNode, type ShopSetup, type TestNode } from '../helpers/node.js';
 import { campaignStats, rule } from '../helpers/promotions.js';
+import { strangerAdmin } from '../helpers/coupon-management.js';
 import { postgresUp } from '../helpers/services.js';
 
 const BUSY_MESSAGE = 'Too many requests are updating this profile at the same time';
@@ -178,6 +179,36 @@ describe.skipIf(!postgresUp)('customer profiles (v2)', () => {
     ]);
     // The other Application's campaigns did not run for shop A's welcome rule.
     expect(fromOther.effects).toEqual([]);
+  });
+
+  it("keeps another account's calls away from this account's profile of the same integrationId", async () => {
+    unwrap(await put(shop, 'ivy', { attributes: { tier: 'gold' } }, { runRuleEngine: true }));
+    const ours = async () => (await eventRows('ivy')).filter((e) => e.application_id === shop.applicationId);
+    const oursBefore = await ours();
+    expect(oursBefore.map((e) => e.type)).toEqual(['service_profile_created']);
+    const stranger = await setupShop(t.url, await strangerAdmin(t));
+    const theirs = unwrap(await put(stranger, 'ivy', { attributes: { tier: 'none' }, responseContent: ['customerProfile'] }));
+    expect(theirs.customerProfile?.attributes).toEqual({ tier: 'none' });
+    unwrap(await stranger.integration.PUT('/v1/customer_profiles/{integrationId}', { params: { path: { integrationId: 'ivy' } }, body: { attributes: { v1: true } } }));
+    const closed = unwrap(
+      await stranger.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'ivy-s' } },
+        body: { customerSession: cart([30], { profileId: 'ivy', state: 'closed' }) as never, responseContent: ['customerProfile'] },
+      }),
+    );
+    expect(closed.customerProfile).toMatchObject({ closedSessions: 1, attributes: { tier: 'none', v1: true } });
+    expect((await stranger.integration.DELETE('/v1/customer_data/{integrationId}', { params: { path: { integrationId: 'ivy' } } })).response.status).toBe(204);
+    const rows = await db().query<{ application_id: number; attributes: Record<string, unknown>; closed_sessions: number }>(
+      `SELECT a.id AS application_id, p.attributes, p.closed_sessions FROM customer_profiles p JOIN applications a ON a.account_id = p.account_id
+       WHERE p.integration_id = 'ivy' AND a.id = ANY($1::int[]) ORDER BY a.id`,
+      [[shop.applicationId, stranger.applicationId]],
+    );
+    // This account's profile is untouched; the stranger's own lost its attributes to the DELETE.
+    expect(rows).toEqual([
+      { application_id: shop.applicationId, attributes: { tier: 'gold' }, closed_sessions: 0 },
+      { application_id: stranger.applicationId, attributes: {}, closed_sessions: 1 },
+    ]);
+    expect(await ours()).toEqual(oursBefore);
   });
 
   it('replays an update sent again with the same Idempotency-Key', async () => {
