@@ -134,6 +134,55 @@ describe.each(adapters)('customer session flow (%s)', (adapter) => {
       ])
     ).map((r) => r.type);
 
+  it('keeps every field of the session request and adds up item and additional costs', async () => {
+    const s = await setupShop(t.url, t.admin);
+    const item = {
+      name: 'Boots',
+      sku: 'B-1',
+      quantity: 2,
+      price: 10,
+      category: 'shoes',
+      product: { name: 'Boot' },
+      weight: 900,
+      height: 300,
+      width: 120,
+      length: 310,
+      attributes: { colour: 'brown' },
+      additionalCosts: { shipping: { price: 1.5 } },
+    };
+    const sent = {
+      profileId: 'fields-1',
+      storeIntegrationId: 'store-7',
+      cartItems: [item, { name: 'Laces', sku: 'L-1', quantity: 1, price: 5 }],
+      additionalCosts: { packaging: { price: 2.25 } },
+      identifiers: ['device-1', 'device-2'],
+      experimentVariantAllocations: [{ experimentID: 1, variantID: 2 }],
+      attributes: { channel: 'app' },
+    };
+    const state = unwrap(await putSession(s, 'fields', sent));
+    expect(state.customerSession).toMatchObject({
+      profileId: 'fields-1',
+      storeIntegrationId: 'store-7',
+      identifiers: ['device-1', 'device-2'],
+      additionalCosts: { packaging: { price: 2.25 } },
+      attributes: { channel: 'app' },
+      cartItemTotal: 25,
+      additionalCostTotal: 5.25,
+      total: 30.25,
+      firstSession: true,
+    });
+    expect(state.customerSession!.cartItems).toEqual([
+      { ...item, position: 0 },
+      { name: 'Laces', sku: 'L-1', quantity: 1, price: 5, position: 1 },
+    ]);
+    const read = unwrap(await s.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'fields' } } }));
+    expect(read.customerSession).toEqual(state.customerSession);
+    // The profile's next session is not its first; an anonymous session always is.
+    expect(unwrap(await putSession(s, 'fields-next', cart([1], { profileId: 'fields-1' }))).customerSession).toMatchObject({ firstSession: false });
+    expect(unwrap(await putSession(s, 'fields-anon', cart([1], { profileId: '' }))).customerSession).toMatchObject({ profileId: '', firstSession: true });
+    expect(unwrap(await putSession(s, 'fields-anon2', cart([1], { profileId: '' }))).customerSession).toMatchObject({ firstSession: true });
+  });
+
   it('evaluates a dry run of a stored session on the payload sent alone and leaves the session as it was', async () => {
     const s = await setupShop(t.url, t.admin);
     const stored = unwrap(await putSession(s, 'dry-stored', cart([150], { profileId: 'dora', attributes: { channel: 'web' } })));
