@@ -149,6 +149,42 @@ describe.skipIf(!postgresUp)('legacy Integration API v1', () => {
     expect((await getV2(shop, 'v1-bad')).response.status).toBe(404);
   });
 
+  it('redeems a referral sent as the flat `referral` of a v1 session', async () => {
+    const s = await setupShop(t.url, t.admin, { ruleset: { rules: [rule(['referralValid'], [['setDiscount', 'friend', 7]], 'friend')], bindings: [], activate: true } });
+    const code = unwrap(await s.integration.POST('/v1/referrals', { body: { campaignId: s.campaignId, advocateProfileIntegrationId: 'v1-ada' } })).code;
+    const open = unwrap(await putSession(s, 'v1-ref', { profileId: 'v1-fred', referral: code, cartItems: [{ name: 'A', sku: 'A', quantity: 1, price: 30 }] }));
+    expect(open.session).toMatchObject({ referral: code, total: 30 });
+    expect(open.event!.effects!.map((e) => [e.effectType, e.props.value])).toEqual([
+      ['acceptReferral', code],
+      ['setDiscount', 7],
+    ]);
+    expect(unwrap(await getV2(s, 'v1-ref')).customerSession).toMatchObject({ referralCode: code });
+    unwrap(await putSession(s, 'v1-ref', { profileId: 'v1-fred', referral: code, state: 'closed', cartItems: [{ name: 'A', sku: 'A', quantity: 1, price: 30 }] }));
+    expect(await db().query(`SELECT usage_counter FROM referrals WHERE application_id = $1 AND code = $2`, [s.applicationId, code])).toEqual([{ usage_counter: 1 }]);
+    const unknown = unwrap(await putSession(s, 'v1-ref-2', { profileId: 'v1-gus', referral: 'NOPE-NOPE' }));
+    expect(unknown.event!.effects!.map((e) => [e.effectType, e.props.rejectionReason])).toEqual([['rejectReferral', 'ReferralNotFound']]);
+  });
+
+  it('refuses bad v1 profile and event bodies with a pointer', async () => {
+    const profile = await shop.integration.PUT('/v1/customer_profiles/{integrationId}', {
+      params: { path: { integrationId: 'v1-bad-profile' } },
+      body: { attributes: 'tall' } as never,
+    });
+    expect(profile.response.status).toBe(400);
+    expect(profile.error!.errors.map((e) => e.source?.pointer)).toContain('/attributes');
+    const events: Array<[Record<string, unknown>, string]> = [
+      [{ profileId: 'v1-bad-profile', type: 'viewed', attributes: { sku: 'A' } }, '/sessionId'],
+      [{ sessionId: 'v1-bad-s', profileId: 'v1-bad-profile', type: '', attributes: { sku: 'A' } }, '/type'],
+      [{ sessionId: 'v1-bad-s', profileId: 'v1-bad-profile', type: 'viewed', attributes: { sku: 5 } }, '/attributes/sku'],
+    ];
+    for (const [body, pointer] of events) {
+      const r = await trackV1(shop, body);
+      expect(r.response.status, pointer).toBe(400);
+      expect(r.error!.errors.map((e) => e.source?.pointer), pointer).toContain(pointer);
+    }
+    expect(await db().query(`SELECT 1 FROM customer_profiles WHERE integration_id = 'v1-bad-profile'`)).toEqual([]);
+  });
+
   it('tracks an event (201) with the same rules as v2, on a session that must be the profile\'s', async () => {
     const r = await trackV1(shop, { sessionId: 'v1-ev-s1', profileId: 'v1-dan', type: 'viewed', attributes: { sku: 'SHOE' } });
     expect(r.response.status).toBe(201);
