@@ -161,13 +161,26 @@ describe.skipIf(!postgresUp)('referrals', () => {
   });
 
   it('stores referrals made by referralCreated on close, with the session profile as advocate', async () => {
-    const s = await shop({ ruleset: { rules: [rule(true, [['createReferral', {}]])], bindings: [], activate: true } });
+    const s = await shop({
+      ruleset: { rules: [rule(['not', ['referralValid']], [['createReferral', {}]], 'make'), rule(['referralValid'], [['setDiscount', 'friend', 5]], 'friend')], bindings: [], activate: true },
+    });
     const open = await put(s, 'mk-1', cart([20], { profileId: 'adam' }));
     expect(open.createdReferrals).toEqual([]);
     const closed = unwrap(
       await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'mk-1' } }, body: { customerSession: { state: 'closed' } } }),
     );
-    expect(closed.createdReferrals).toEqual([expect.objectContaining({ advocateProfileIntegrationId: 'adam', campaignId: s.campaignId, code: closed.effects[0]!.props.value })]);
+    const code = closed.effects[0]!.props.value as string;
+    expect(closed.createdReferrals).toEqual([expect.objectContaining({ advocateProfileIntegrationId: 'adam', campaignId: s.campaignId, code })]);
+    // The code is real: a friend's session accepts it, and its advocate's own is refused.
+    expect(effectSummary((await put(s, 'mk-friend', cart([20], { profileId: 'bella', referralCode: code }))).effects)).toEqual(['acceptReferral', 'setDiscount']);
+    expect(effectSummary((await put(s, 'mk-self', cart([20], { profileId: 'adam', referralCode: code }))).effects)).toContain('rejectReferral:ReferralRecipientIdSameAsAdvocate');
+    const shown = unwrap(
+      await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+        params: { path: { customerSessionId: 'mk-friend' } },
+        body: { customerSession: { attributes: { seen: true } }, responseContent: ['referral'] },
+      }),
+    );
+    expect(shown.referral).toMatchObject({ code, campaignId: s.campaignId, advocateProfileIntegrationId: 'adam', usageCounter: 0 });
   });
 
   it('lets one friend be referred once when two sessions with two codes close at the same time', async () => {
