@@ -233,6 +233,30 @@ describe.skipIf(!postgresUp)('returns and reopen', () => {
     expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 1, discountCounter: 20 });
   });
 
+  it('replays a reopen sent again with the same Idempotency-Key, rolling back only once', async () => {
+    const { s, couponId } = await closedShop('ret-idem');
+    const reopen = () =>
+      s.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', {
+        params: { path: { customerSessionId: 'ret-idem' } },
+        headers: { 'Idempotency-Key': 'reopen-1' },
+      });
+    const first = unwrap(await reopen());
+    expect(first.customerSession?.state).toBe('open');
+    expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 0, discountCounter: 0 });
+    const again = await reopen();
+    expect(again.response.status).toBe(200);
+    expect(again.data).toEqual(first);
+    expect(await couponCounters(t.node.db, couponId)).toEqual({ usageCounter: 0, discountCounter: 0 });
+    // The key belongs to this reopen: a session update under it is another request.
+    const update = await s.integration.PUT('/v2/customer_sessions/{customerSessionId}', {
+      params: { path: { customerSessionId: 'ret-idem' } },
+      body: { customerSession: { state: 'closed' } },
+      headers: { 'Idempotency-Key': 'reopen-1' },
+    });
+    expect(update.response.status).toBe(409);
+    expect(unwrap(await s.integration.GET('/v2/customer_sessions/{customerSessionId}', { params: { path: { customerSessionId: 'ret-idem' } } })).customerSession?.state).toBe('open');
+  });
+
   it('reopens a closed session: committed effects are rolled back and count again on the next close', async () => {
     const { s, couponId } = await closedShop('ret-5');
     const reopened = unwrap(await s.integration.PUT('/v2/customer_sessions/{customerSessionId}/reopen', { params: { path: { customerSessionId: 'ret-5' } } }));
