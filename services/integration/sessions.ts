@@ -1,6 +1,6 @@
 import type { AppRef, GetSessionCall, JsonObject, ReopenSessionCall, ReturnSessionCall, UpdateSessionCall } from '../actors/port.js';
 import { currencyDigits, fromMinor, rollbackEffects, toMinor, type Effect, type EvaluationResult } from '../engine/index.js';
-import { addExact, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
+import { addExact, AppError, badRequest, GroupCommit, notFound, sumProducts, tooManyConcurrent } from '../shared/index.js';
 import { againOnConflict, type Queryable } from '../store/index.js';
 import { attributeUpdates, commitEffects, CommitRaceError, statisticsOnly, type EffectsCommit, couponView, DISCOUNT_EFFECTS, referralView, rollbackCounters, type CounterEntry, type LedgerEntrySink, type LedgerWrite } from './commit-effects.js';
 import { integrationState, previewCreated, withLedgerEntries } from './customer-records.js';
@@ -464,9 +464,9 @@ export class SessionService extends IntegrationService {
    * With `assumeNew`, a session that no cache holds is first tried as a new one, without reading
    * it: a new session then costs one statement, its insert. Should it exist after all (a node that
    * just took over its shard, a cache that dropped it), the insert writes nothing and is stale, and
-   * the attempt runs again on what is stored. An attempt on the guess that fails otherwise (a
-   * refused transition, say `partially_returned`, which names the state it leaves) fails only once
-   * the session is known not to exist; else it runs again on what is stored.
+   * the attempt runs again on what is stored. An attempt on the guess whose input is refused (a
+   * transition, say to `partially_returned`, whose message names the state it leaves) is refused
+   * only once the session is known not to exist; else it runs again on what is stored.
    */
   private async withRetries(
     app: AppRef,
@@ -483,7 +483,9 @@ export class SessionService extends IntegrationService {
         return await attempt(current);
       } catch (e) {
         if (!(e instanceof StaleSessionError || e instanceof CommitRaceError)) {
-          if (guess && n === 0 && (await loadSession(this.db, app.applicationId, sessionId)) !== undefined) continue;
+          // Only a refusal of the input, which comes before any write, is checked against the store.
+          const refused = e instanceof AppError && e.kind === 'invalid_argument';
+          if (refused && guess && n === 0 && (await loadSession(this.db, app.applicationId, sessionId)) !== undefined) continue;
           throw e;
         }
         if (n >= MAX_RETRIES) throw tooManyConcurrent('session');
